@@ -1,0 +1,498 @@
+"""A loaded project: every source's versions of every path, the head of each, its history.
+
+SPEC 4, 5.2, 6. Pure core: imports neither pyfuse3 nor trio; not thread-safe (the adapter
+owns each project and changes it from one task). File bodies are read through sources.py.
+
+The merged view is a `Tree` of view paths. A path's versions decide, in `_refresh`, what it
+shows: the head at the path itself, every other version under
+``.history/<path>/<source>@<UTC>.md``. Heads are also kept in sorted indices (by mtime, by
+handoff rank), so a preamble costs O(N + index lines) and one changed file O(log n).
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import time
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sortedcontainers import SortedKeyList
+
+from memfs import index, preamble, sources
+from memfs.config import Config
+from memfs.tree import ROOT, Tree, ancestors, parent_of
+
+log = logging.getLogger(__name__)
+
+HISTORY = ".history"
+PREAMBLE = "PREAMBLE.md"
+MEMORY = "MEMORY.md"
+# Names at a project's root that memfs itself serves; a source file there is history only.
+RESERVED = frozenset({HISTORY, PREAMBLE})
+# Bytes read from a file's start to find its frontmatter description.
+DESCRIPTION_BYTES = 2048
+
+
+@dataclass(frozen=True)
+class Origin:
+    """One source folder that belongs to this project (a source may bring several)."""
+
+    source: int  # index into the config's sources
+    root: Path
+    parts: tuple[str, ...]  # slug folder name, then the template's tail
+
+    @property
+    def folder(self) -> Path:
+        return self.root.joinpath(*self.parts)
+
+
+@dataclass(frozen=True, slots=True)
+class Version:
+    origin: int  # index into Project.origins
+    path: str
+    size: int
+    mtime_ns: int
+
+
+class Kind(enum.Enum):
+    FILE = "file"  # a head version
+    HISTORY = "history"  # any other version, read-only
+    MEMORY = "memory"  # MEMORY.md when several sources have one: the union
+    PREAMBLE = "preamble"  # synthetic, computed on open
+
+
+@dataclass(frozen=True, slots=True)
+class Leaf:
+    kind: Kind
+    version: Version | None = None
+    others: tuple[Version, ...] = ()  # MEMORY: the other versions, newest first
+
+
+@dataclass
+class Rendered:
+    """A synthetic body, computed once per project generation."""
+
+    generation: int
+    data: bytes
+    valid_until_ns: int = 1 << 62  # a future-dated file becomes eligible then
+
+
+@dataclass
+class Counts:
+    files: int = 0
+    left_out: list[tuple[str, str, str]] = field(default_factory=list)  # (source, path, why)
+
+
+def history_stamp(mtime_ns: int) -> str:
+    """UTC, ISO 8601 basic format: sortable and free of ':' (which breaks some sync tools)."""
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(mtime_ns // 1_000_000_000))
+
+
+class Project:
+    """The merged memory of one canonical slug."""
+
+    def __init__(self, slug: str, config: Config, origins: Iterable[Origin] = ()) -> None:
+        self.slug = slug
+        self.config = config
+        self.origins: list[Origin] = []
+        self.tree: Tree[Leaf] = Tree()
+        self.generation = 0
+        self.counts = Counts()
+        self._versions: dict[str, dict[int, Version]] = {}  # path -> origin -> version
+        self._dirs: dict[str, set[int]] = {}  # folder path -> origins holding it
+        self._under: Counter[str] = Counter()  # path -> versions and folders below it
+        self._shown: dict[str, list[str]] = {}  # path -> view paths it occupies now
+        self._heads: dict[str, Version] = {}  # path -> head, for the indices below
+        self._by_mtime: SortedKeyList[Version, Any] = SortedKeyList(key=_mtime_key)
+        self._handoffs: SortedKeyList[Version, Any] = SortedKeyList(key=_handoff_key)
+        self._whiteouts: set[tuple[str, str, int]] = set()  # (path, source name, mtime_ns)
+        self._memory: Rendered | None = None
+        self._preamble: Rendered | None = None
+        self._descriptions: dict[Version, str | None] = {}
+        self.tree.add(PREAMBLE, Leaf(Kind.PREAMBLE))
+        for origin in origins:
+            self.add_origin(origin)
+
+    # --- loading and changes --------------------------------------------------------
+
+    def add_origin(self, origin: Origin) -> int:
+        """Register a source folder and scan it; returns its index."""
+        for i, known in enumerate(self.origins):
+            if known == origin:
+                self.rescan(i)
+                return i
+        self.origins.append(origin)
+        i = len(self.origins) - 1
+        self.rescan(i)
+        return i
+
+    def origin_index(self, origin: Origin) -> int | None:
+        return next((i for i, o in enumerate(self.origins) if o == origin), None)
+
+    def rescan(self, i: int) -> None:
+        """Bring origin ``i`` up to date with its folder: O(files in that folder)."""
+        origin = self.origins[i]
+        scan = sources.scan(origin.root, origin.parts, self.config.limits.max_file_bytes)
+        name = self.config.sources[origin.source].name
+        self.counts.left_out = [e for e in self.counts.left_out if e[0] != f"{name}:{i}"]
+        for path, why in scan.left_out:
+            self.counts.left_out.append((f"{name}:{i}", path, why))
+            log.info("left out %s/%s: %s", origin.folder, path, why)
+        new = {f.path: f for f in scan.files}
+        old = [p for p, vs in self._versions.items() if i in vs and p not in new]
+        for path in old:
+            self.drop_version(i, path)
+        for f in scan.files:
+            self.set_version(i, f)
+        new_dirs = set(scan.dirs)
+        for path in [p for p, os_ in self._dirs.items() if i in os_ and p not in new_dirs]:
+            self.set_dir(i, path, present=False)
+        for path in new_dirs:
+            self.set_dir(i, path, present=True)
+
+    def set_version(self, i: int, f: sources.FileStat) -> None:
+        """Origin ``i`` now holds ``f`` (new or changed)."""
+        versions = self._versions.setdefault(f.path, {})
+        new = Version(i, f.path, f.size, f.mtime_ns)
+        if versions.get(i) == new:
+            return
+        is_new = i not in versions
+        versions[i] = new
+        if is_new:
+            self._count_under(f.path, +1)
+        self._refresh(f.path)
+
+    def drop_version(self, i: int, path: str) -> None:
+        versions = self._versions.get(path)
+        if not versions or i not in versions:
+            return
+        del versions[i]
+        if not versions:
+            del self._versions[path]
+        self._refresh(path)
+        self._count_under(path, -1)
+
+    def set_dir(self, i: int, path: str, *, present: bool) -> None:
+        holders = self._dirs.setdefault(path, set())
+        if present == (i in holders):
+            if not holders:
+                del self._dirs[path]
+            return
+        if present:
+            holders.add(i)
+            # A folder beats a file of the same path, so count it at the path itself too.
+            self._count_under(path, +1, include_self=True)
+            if len(holders) == 1 and not _hidden(path):
+                self.tree.mark_dir(path)
+        else:
+            holders.discard(i)
+            if not holders:
+                del self._dirs[path]
+                if not _hidden(path):
+                    self.tree.unmark_dir(path)
+            self._count_under(path, -1, include_self=True)
+        self._changed()
+
+    def whiteout(self, path: str) -> list[tuple[str, str, int]]:
+        """Hide every read-only version of ``path``; returns the new whiteout records."""
+        own = self.config.own_index
+        added = []
+        for v in self._versions.get(path, {}).values():
+            source = self.origins[v.origin].source
+            if source != own:
+                key = (path, self.config.sources[source].name, v.mtime_ns)
+                if key not in self._whiteouts:
+                    self._whiteouts.add(key)
+                    added.append(key)
+        self._refresh(path)
+        return added
+
+    def set_whiteouts(self, records: Iterable[tuple[str, str, int]]) -> None:
+        self._whiteouts = set(records)
+        for path in {r[0] for r in self._whiteouts}:
+            self._refresh(path)
+
+    @property
+    def whiteouts(self) -> set[tuple[str, str, int]]:
+        return set(self._whiteouts)
+
+    def _count_under(self, path: str, delta: int, *, include_self: bool = False) -> None:
+        steps = [path, *ancestors(path)] if include_self else list(ancestors(path))
+        flipped = []
+        for a in steps:
+            before = self._under[a]
+            self._under[a] = before + delta
+            if self._under[a] <= 0:
+                del self._under[a]
+            if (before == 0) != (self._under[a] == 0):
+                flipped.append(a)
+        for a in flipped:
+            if a in self._versions:
+                self._refresh(a)
+
+    def _changed(self) -> None:
+        self.generation += 1
+
+    # --- the view of one path -------------------------------------------------------
+
+    def _refresh(self, path: str) -> None:
+        """Recompute everything ``path``'s versions show: head, history, indices."""
+        for shown in self._shown.pop(path, []):
+            self.tree.remove(shown)
+        head = self._heads.pop(path, None)
+        if head is not None:
+            self._by_mtime.discard(head)
+            self._handoffs.discard(head)
+        self._changed()
+        versions = list(self._versions.get(path, {}).values())
+        if not versions:
+            return
+        if path.startswith(HISTORY + "/"):
+            self._show(path, path, Leaf(Kind.HISTORY, self._pick(versions)))
+            return
+        visible = [v for v in versions if self._eligible(v)]
+        winner = self._pick(visible) if visible else None
+        if winner is not None:
+            self._show_head(path, winner, visible)
+        used: set[str] = set()
+        for v in sorted(versions, key=lambda v: (v.origin, v.mtime_ns)):
+            if v is not winner:
+                self._show(path, self._history_name(path, v, used), Leaf(Kind.HISTORY, v))
+
+    def _eligible(self, v: Version) -> bool:
+        path = v.path
+        if path in RESERVED or self._under.get(path, 0) > 0:
+            return False
+        source = self.config.sources[self.origins[v.origin].source].name
+        return (path, source, v.mtime_ns) not in self._whiteouts
+
+    def _pick(self, versions: Sequence[Version]) -> Version:
+        """The head: the own source's version, else the newest; ties go to config order."""
+        own = self.config.own_index
+
+        def rank(v: Version) -> tuple[bool, int, int, int]:
+            source = self.origins[v.origin].source
+            return (source != own, -v.mtime_ns, source, v.origin)
+
+        return min(versions, key=rank)
+
+    def _show_head(self, path: str, head: Version, visible: list[Version]) -> None:
+        if path == MEMORY and len(visible) > 1:
+            others = sorted((v for v in visible if v is not head), key=lambda v: -v.mtime_ns)
+            leaf = Leaf(Kind.MEMORY, head, tuple(others))
+        else:
+            leaf = Leaf(Kind.FILE, head)
+        if not self._show(path, path, leaf):
+            return
+        self._heads[path] = head
+        if path != MEMORY:
+            self._by_mtime.add(head)
+        if preamble.is_handoff(parent_of(path)[1]):
+            self._handoffs.add(head)
+
+    def _history_name(self, path: str, v: Version, used: set[str]) -> str:
+        source = self.config.sources[self.origins[v.origin].source].name
+        base = f"{HISTORY}/{path}/{source}@{history_stamp(v.mtime_ns)}"
+        name, n = f"{base}.md", 2
+        while name in used:  # two folders of one source, same second
+            name, n = f"{base}~{n}.md", n + 1
+        used.add(name)
+        return name
+
+    def _show(self, path: str, view: str, leaf: Leaf) -> bool:
+        if not self.tree.add(view, leaf):
+            log.warning("%s: %s hidden: a file or folder is in the way", self.slug, view)
+            return False
+        self._shown.setdefault(path, []).append(view)
+        return True
+
+    # --- reading ---------------------------------------------------------------------
+
+    def leaf(self, view: str) -> Leaf | None:
+        return self.tree.leaf(view)
+
+    def head(self, path: str) -> Version | None:
+        return self._heads.get(path)
+
+    def versions(self, path: str) -> list[Version]:
+        return list(self._versions.get(path, {}).values())
+
+    def folders(self) -> list[str]:
+        return list(self._dirs)
+
+    def read(self, v: Version, limit: int | None = None) -> bytes:
+        origin = self.origins[v.origin]
+        cap = self.config.limits.max_file_bytes if limit is None else limit
+        return sources.read_file(origin.root, origin.parts, v.path, cap)
+
+    def open_fd(self, v: Version) -> int:
+        origin = self.origins[v.origin]
+        return sources.open_file(origin.root, origin.parts, v.path)
+
+    def real_path(self, v: Version) -> Path:
+        return self.origins[v.origin].folder / v.path
+
+    def source_name(self, v: Version) -> str:
+        return self.config.sources[self.origins[v.origin].source].name
+
+    def memory_index(self) -> bytes:
+        """The body MEMORY.md shows: the head's, or the union when several sources have one."""
+        leaf = self.tree.leaf(MEMORY)
+        if leaf is None or leaf.version is None:
+            return b""
+        if self._memory is not None and self._memory.generation == self.generation:
+            return self._memory.data
+        if leaf.kind is Kind.FILE:
+            data = self._read_or_empty(leaf.version)
+        else:
+            head = self._read_or_empty(leaf.version).decode("utf-8", "surrogateescape")
+            others = [
+                self._read_or_empty(v).decode("utf-8", "surrogateescape") for v in leaf.others
+            ]
+            data = index.union_index(head, others).encode("utf-8", "surrogateescape")
+        self._memory = Rendered(self.generation, data)
+        return data
+
+    def _read_or_empty(self, v: Version) -> bytes:
+        try:
+            return self.read(v)
+        except OSError as exc:
+            log.warning("%s: cannot read %s: %s", self.slug, self.real_path(v), exc)
+            return b""
+
+    def mtime_ns(self, leaf: Leaf) -> int:
+        if leaf.kind is Kind.MEMORY and leaf.version is not None:
+            return max(v.mtime_ns for v in (leaf.version, *leaf.others))
+        if leaf.version is not None:
+            return leaf.version.mtime_ns
+        # PREAMBLE.md: as new as the newest head it may draw on.
+        return max((v.mtime_ns for v in self._heads.values()), default=0)
+
+    # --- PREAMBLE.md -----------------------------------------------------------------
+
+    def preamble(self, files_at: str, now_ns: int | None = None) -> bytes:
+        """PREAMBLE.md for this generation of the project (SPEC 6), cached until it changes."""
+        now = time.time_ns() if now_ns is None else now_ns
+        cached = self._preamble
+        fresh = cached is not None and cached.generation == self.generation
+        if cached is not None and fresh and now < cached.valid_until_ns:
+            return cached.data
+        data, valid_until = self._render_preamble(files_at, now)
+        self._preamble = Rendered(self.generation, data, valid_until)
+        return data
+
+    def _render_preamble(self, files_at: str, now: int) -> tuple[bytes, int]:
+        settings = self.config.preamble
+        handoff = self._latest_handoff(now, files_at)
+        index_doc = None
+        memory_leaf = self.tree.leaf(MEMORY)
+        memory_head = memory_leaf.version if memory_leaf is not None else None
+        if memory_head is not None and memory_head.mtime_ns <= now:
+            index_doc = preamble.Doc(f"{files_at}/{MEMORY}", MEMORY, self.memory_index())
+        # Newest first, skipping files dated after `now`: one bisect, then a walk of N + rest.
+        end = self._by_mtime.bisect_key_right((now, "\U0010ffff"))
+        valid_until = self._by_mtime[end].mtime_ns if end < len(self._by_mtime) else 1 << 62
+        newest: list[preamble.Doc] = []
+        rest: list[preamble.IndexEntry] = []
+        shown = 0
+        for pos in range(end - 1, -1, -1):
+            v = self._by_mtime[pos]
+            if handoff is not None and v is handoff[0]:
+                continue
+            if len(newest) < settings.newest:
+                doc = self._doc(v, files_at)
+                if doc is not None:
+                    newest.append(doc)
+                    shown += 1
+                continue
+            if len(rest) >= settings.index_max:
+                break
+            rest.append(preamble.IndexEntry(v.path, v.size, self._description(v)))
+            shown += 1
+        eligible = end - (1 if handoff is not None else 0)
+        inp = preamble.PreambleInput(
+            project=self.slug,
+            files_at=files_at,
+            handoff=handoff[1] if handoff else None,
+            index=index_doc,
+            newest=newest,
+            rest=rest,
+            more=max(0, eligible - shown),
+        )
+        data = preamble.render(inp, budget=settings.budget, file_cap=settings.file_cap)
+        return data, valid_until
+
+    def _latest_handoff(self, now: int, files_at: str) -> tuple[Version, preamble.Doc] | None:
+        for pos in range(len(self._handoffs) - 1, -1, -1):
+            v = self._handoffs[pos]
+            if v.mtime_ns > now:
+                continue
+            doc = self._doc(v, files_at)
+            if doc is not None:
+                return v, doc
+        return None
+
+    def _doc(self, v: Version, files_at: str) -> preamble.Doc | None:
+        try:
+            body = self.read(v)
+        except OSError as exc:
+            log.warning("%s: cannot read %s: %s", self.slug, self.real_path(v), exc)
+            return None
+        return preamble.Doc(f"{files_at}/{v.path}" if files_at else v.path, v.path, body)
+
+    def _description(self, v: Version) -> str | None:
+        if v not in self._descriptions:
+            try:
+                found = preamble.description(self.read(v, DESCRIPTION_BYTES))
+            except OSError:
+                found = None
+            if len(self._descriptions) > 4096:
+                self._descriptions.clear()
+            self._descriptions[v] = found
+        return self._descriptions[v]
+
+    # --- invariants ------------------------------------------------------------------
+
+    def _check(self) -> None:
+        """Assert every invariant; the tests call this after each change."""
+        self.tree._check()
+        assert set(self._heads.values()) == {*self._by_mtime, *self._heads_memory()}
+        assert list(self._handoffs) == sorted(
+            (v for v in self._heads.values() if preamble.is_handoff(parent_of(v.path)[1])),
+            key=_handoff_key,
+        )
+        for path, versions in self._versions.items():
+            for i, v in versions.items():
+                assert v.origin == i
+                assert v.path == path
+            shown = self._shown.get(path, [])
+            assert len(shown) <= len(versions) + 0, (path, shown)
+        under: Counter[str] = Counter()
+        for path, versions in self._versions.items():
+            for a in ancestors(path):
+                under[a] += len(versions)
+        for path, holders in self._dirs.items():
+            for a in [path, *ancestors(path)]:
+                under[a] += len(holders)
+        assert +under == +self._under, (under, self._under)
+        assert self.tree.leaf(PREAMBLE) is not None
+
+    def _heads_memory(self) -> list[Version]:
+        return [v for p, v in self._heads.items() if p == MEMORY]
+
+
+def _hidden(path: str) -> bool:
+    """Folders of sources that the main view does not show as folders."""
+    return path in RESERVED or path == ROOT
+
+
+def _mtime_key(v: Version) -> tuple[int, str]:
+    return (v.mtime_ns, v.path)
+
+
+def _handoff_key(v: Version) -> tuple[tuple[int, int, int], str]:
+    return (preamble.handoff_rank(parent_of(v.path)[1], v.mtime_ns), v.path)

@@ -1,0 +1,225 @@
+"""Every read of the source folders: slug listings, project scans, file bodies.
+
+SPEC 5.1 and 10. Pure core: imports neither pyfuse3 nor trio; every function is
+synchronous and may block on the disk, so the adapter calls the slow ones from a thread.
+
+Containment: a source's root comes from the user's configuration and is trusted; below it,
+every component is opened with ``O_NOFOLLOW`` relative to its parent's descriptor, so no
+symlink, ``..`` or rename race reaches outside the source. Symlinks are never followed or
+served.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import stat
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+# Names memfs itself creates in the own source while staging a write (see staging.py). They
+# are never part of the merged view, and recovery removes leftovers.
+STAGE_PREFIX = ".memfs-stage."
+NAME_MAX = 255
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+
+
+@dataclass(frozen=True, slots=True)
+class FileStat:
+    """One regular file as found in one source: its path relative to the project folder."""
+
+    path: str
+    size: int
+    mtime_ns: int
+
+
+@dataclass
+class Scan:
+    """What one source's folder of one project holds."""
+
+    files: list[FileStat] = field(default_factory=list)
+    dirs: list[str] = field(default_factory=list)  # every sub-folder, relative, '' excluded
+    left_out: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
+    exists: bool = True
+
+
+def valid_name(name: str) -> bool:
+    """A single path component memfs will serve or create."""
+    return (
+        name not in ("", ".", "..")
+        and "/" not in name
+        and "\0" not in name
+        and len(os.fsencode(name)) <= NAME_MAX
+    )
+
+
+def list_slug_folders(root: Path) -> list[str]:
+    """The project entries directly in a source's root: real folders only, never links."""
+    try:
+        with os.scandir(root) as entries:
+            return [e.name for e in entries if e.is_dir(follow_symlinks=False)]
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        log.warning("cannot list source root %s: %s", root, exc)
+        return []
+
+
+@contextmanager
+def open_folder(root: Path, parts: Sequence[str]) -> Iterator[int]:
+    """A descriptor for ``root/parts...``, refusing a symlink at any component below root.
+
+    Raises:
+        OSError: ``ELOOP``/``ENOTDIR`` for a symlink or file in the way, ``ENOENT`` if absent.
+    """
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for part in parts:
+            if not valid_name(part):
+                raise OSError(errno.EINVAL, f"invalid path component {part!r}")
+            child = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = child
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def split(path: str) -> list[str]:
+    return [p for p in path.split("/") if p]
+
+
+def scan(root: Path, parts: Sequence[str], max_bytes: int) -> Scan:
+    """All regular files and folders below ``root/parts``, recursively, never following links.
+
+    Special files, symlinks, unreadable files and files over ``max_bytes`` are left out and
+    reported; a folder that vanishes mid-scan is simply missing from the result.
+    """
+    result = Scan()
+    try:
+        with open_folder(root, parts) as fd:
+            _scan_dir(fd, "", max_bytes, result)
+    except FileNotFoundError:
+        result.exists = False
+    except OSError as exc:
+        result.exists = False
+        where = root.joinpath(*parts)
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            result.left_out.append(("", "symlink or not a folder"))
+            log.warning("source folder %s is a symlink or not a folder; left out", where)
+        else:
+            result.left_out.append(("", f"cannot open: {exc.strerror}"))
+            log.warning("cannot open source folder %s: %s", where, exc)
+    return result
+
+
+def _scan_dir(fd: int, prefix: str, max_bytes: int, out: Scan) -> None:
+    try:
+        entries = list(os.scandir(fd))
+    except OSError as exc:
+        out.left_out.append((prefix, f"cannot list: {exc.strerror}"))
+        return
+    for entry in entries:
+        name = entry.name
+        path = prefix + name
+        if name.startswith(STAGE_PREFIX):
+            continue
+        try:
+            st = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue  # vanished between listing and stat
+        reason = _leave_out_reason(fd, name, st, max_bytes)
+        if reason == "":
+            if stat.S_ISDIR(st.st_mode):
+                _scan_subdir(fd, name, path, max_bytes, out)
+            else:
+                out.files.append(FileStat(path, st.st_size, st.st_mtime_ns))
+        else:
+            out.left_out.append((path, reason))
+
+
+def _scan_subdir(fd: int, name: str, path: str, max_bytes: int, out: Scan) -> None:
+    try:
+        child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+    except OSError as exc:
+        out.left_out.append((path, f"cannot open folder: {exc.strerror}"))
+        return
+    try:
+        out.dirs.append(path)
+        _scan_dir(child, path + "/", max_bytes, out)
+    finally:
+        os.close(child)
+
+
+def _leave_out_reason(fd: int, name: str, st: os.stat_result, max_bytes: int) -> str:
+    """Why an entry is not served, or '' when it is."""
+    if not valid_name(name):
+        return "name too long"
+    mode = st.st_mode
+    if stat.S_ISLNK(mode):
+        return "symlink"
+    if stat.S_ISDIR(mode):
+        return ""
+    if not stat.S_ISREG(mode):
+        return "special file"
+    if st.st_size > max_bytes:
+        return f"over {max_bytes} bytes"
+    if not os.access(name, os.R_OK, dir_fd=fd, follow_symlinks=False):
+        return "unreadable"
+    return ""
+
+
+def stat_file(root: Path, parts: Sequence[str], path: str, max_bytes: int) -> FileStat | None:
+    """One file's current state, or None when it is gone or would be left out."""
+    *dirs, name = split(path)
+    try:
+        with open_folder(root, [*parts, *dirs]) as fd:
+            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            if _leave_out_reason(fd, name, st, max_bytes) or not stat.S_ISREG(st.st_mode):
+                return None
+    except OSError:
+        return None
+    return FileStat(path, st.st_size, st.st_mtime_ns)
+
+
+def read_file(root: Path, parts: Sequence[str], path: str, limit: int) -> bytes:
+    """At most ``limit`` bytes of a source file, opened without following any link.
+
+    Raises:
+        OSError: the file is gone, unreadable, or a link.
+    """
+    *dirs, name = split(path)
+    with open_folder(root, [*parts, *dirs]) as dir_fd:
+        fd = os.open(name, _FILE_FLAGS, dir_fd=dir_fd)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, f"not a regular file: {path}")
+        chunks: list[bytes] = []
+        left = limit
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def open_file(root: Path, parts: Sequence[str], path: str) -> int:
+    """A read-only descriptor for a source file, for serving reads with ``os.pread``."""
+    *dirs, name = split(path)
+    with open_folder(root, [*parts, *dirs]) as dir_fd:
+        fd = os.open(name, _FILE_FLAGS, dir_fd=dir_fd)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, f"not a regular file: {path}")
+    return fd

@@ -1,0 +1,324 @@
+"""Every write to a source folder: staged files, the atomic replace, kept history, recovery.
+
+SPEC 7. Pure core: imports neither pyfuse3 nor trio. Calls here block on the disk (fsync);
+the adapter runs them from a worker thread, one commit per target at a time.
+
+The contract, written once: a write is staged in a temporary file in the target's own
+folder (same filesystem, so the rename is atomic), and committed by fsync(file), rename over
+the target, fsync(folder). Readers see the old or the new whole file, never a part. Only the
+own source is ever written; every function takes the own folder explicitly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import os
+import secrets
+import shutil
+import stat
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from memfs import sources
+
+log = logging.getLogger(__name__)
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+FILE_MODE = 0o644
+DIR_MODE = 0o755
+
+
+@dataclass(frozen=True)
+class Place:
+    """A folder in the own source: the project folder's root and its components below it."""
+
+    root: Path
+    parts: tuple[str, ...]
+
+    def below(self, *names: str) -> Place:
+        return Place(self.root, (*self.parts, *names))
+
+    def __str__(self) -> str:
+        return str(self.root.joinpath(*self.parts))
+
+
+def open_dir(place: Place, *, create: bool) -> int:
+    """A descriptor for ``place``; with ``create``, missing folders are made (mkdir -p).
+
+    The source root itself must exist (it is the user's account folder); below it no
+    component may be a symlink.
+    """
+    fd = os.open(place.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for part in place.parts:
+            if not sources.valid_name(part):
+                raise OSError(errno.EINVAL, f"invalid path component {part!r}")
+            try:
+                child = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            except FileNotFoundError:
+                if not create:
+                    raise
+                with contextlib.suppress(FileExistsError):  # a concurrent writer made it
+                    os.mkdir(part, DIR_MODE, dir_fd=fd)
+                child = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = child
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+class Stage:
+    """One open-for-write file: a temporary sibling of the target, renamed over it on commit.
+
+    Not thread-safe: the adapter serialises calls per stage.
+    """
+
+    def __init__(self, folder: Place, name: str, *, initial_fd: int | None, mode: int) -> None:
+        self.folder = folder
+        self.name = name
+        self.mode = mode
+        self.dirty = False
+        self._dir_fd = open_dir(folder, create=True)
+        self.temp = ""
+        self.fd = -1
+        try:
+            self._new_temp(initial_fd)
+        except BaseException:
+            os.close(self._dir_fd)
+            raise
+
+    def _new_temp(self, initial_fd: int | None) -> None:
+        while True:
+            temp = sources.STAGE_PREFIX + secrets.token_hex(8)
+            try:
+                fd = os.open(
+                    temp,
+                    os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                    self.mode,
+                    dir_fd=self._dir_fd,
+                )
+                break
+            except FileExistsError:
+                continue
+        self.temp, self.fd = temp, fd
+        if initial_fd is not None:
+            _copy_fd(initial_fd, fd)
+
+    def write(self, offset: int, data: bytes) -> int:
+        self._restage_if_committed()
+        self.dirty = True
+        return os.pwrite(self.fd, data, offset)
+
+    def read(self, offset: int, size: int) -> bytes:
+        return os.pread(self.fd, size, offset)
+
+    def truncate(self, size: int) -> None:
+        self._restage_if_committed()
+        self.dirty = True
+        os.ftruncate(self.fd, size)
+
+    def size(self) -> int:
+        return os.fstat(self.fd).st_size
+
+    def _restage_if_committed(self) -> None:
+        # After a commit the descriptor names the live target; a later write on the same
+        # handle (a dup'd descriptor closed first) must not edit it in place.
+        if not self.temp:
+            old = self.fd
+            self._new_temp(old)
+            os.close(old)
+
+    def commit(self, keep_as: str | None = None, keep_last: int = 0) -> os.stat_result | None:
+        """fsync, rename over the target, fsync the folder; None when there was nothing to do.
+
+        Args:
+            keep_as: a folder (relative to the project folder's place, '/'-separated) and
+                name prefix under which the replaced version is kept, e.g. for handoffs
+                ``(".history/handoff.md", "work")`` encoded as "…/work". None keeps nothing.
+            keep_last: how many kept versions of this name to leave after pruning.
+
+        Raises:
+            OSError: from fsync or rename: the caller returns it to ``close()``.
+        """
+        if not self.dirty or not self.temp:
+            return None
+        os.fsync(self.fd)
+        if keep_as is not None:
+            keep_version(self.folder, self._dir_fd, self.name, keep_as, keep_last)
+        os.rename(self.temp, self.name, src_dir_fd=self._dir_fd, dst_dir_fd=self._dir_fd)
+        os.fsync(self._dir_fd)
+        self.temp = ""
+        self.dirty = False
+        return os.fstat(self.fd)
+
+    def abort(self) -> None:
+        """Drop an uncommitted temp file and close everything; safe to call twice."""
+        if self.temp:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.temp, dir_fd=self._dir_fd)
+            self.temp = ""
+        for fd in (self.fd, self._dir_fd):
+            if fd >= 0:
+                os.close(fd)
+        self.fd = self._dir_fd = -1
+
+
+def _copy_fd(src: int, dst: int) -> None:
+    offset = 0
+    while True:
+        chunk = os.pread(src, 1 << 20, offset)
+        if not chunk:
+            return
+        os.pwrite(dst, chunk, offset)
+        offset += len(chunk)
+
+
+def keep_version(folder: Place, dir_fd: int, name: str, keep_as: str, keep_last: int) -> None:
+    """Hard-link the current ``name`` (if any) as ``<keep_as>@<UTC>.md`` before it is replaced.
+
+    A hard link costs no copy and makes the kept version exactly the replaced bytes.
+    """
+    from memfs.project import history_stamp  # the one place history names are spelled
+
+    try:
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(st.st_mode):
+        return
+    keep_dir, _, prefix = keep_as.rpartition("/")
+    kept = folder.below(*sources.split(keep_dir))
+    kfd = open_dir(kept, create=True)
+    try:
+        base = f"{prefix}@{history_stamp(st.st_mtime_ns)}"
+        for n in range(1, 10_000):
+            target = f"{base}.md" if n == 1 else f"{base}~{n}.md"
+            try:
+                os.link(name, target, src_dir_fd=dir_fd, dst_dir_fd=kfd, follow_symlinks=False)
+                break
+            except FileExistsError:
+                continue
+        _prune(kfd, prefix + "@", keep_last)
+        os.fsync(kfd)
+    finally:
+        os.close(kfd)
+
+
+def _prune(kfd: int, prefix: str, keep_last: int) -> None:
+    names = sorted(n for n in os.listdir(kfd) if n.startswith(prefix))
+    for old in names[: max(0, len(names) - keep_last)]:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(old, dir_fd=kfd)
+
+
+def replace(folder: Place, name: str, data: bytes, mtime_ns: int | None = None) -> None:
+    """Write ``data`` to ``folder/name`` as one atomic replace (used outside the mount)."""
+    stage = Stage(folder, name, initial_fd=None, mode=FILE_MODE)
+    try:
+        stage.write(0, data)
+        if mtime_ns is not None:
+            os.utime(stage.fd, ns=(mtime_ns, mtime_ns))
+        stage.commit()
+    finally:
+        stage.abort()
+
+
+def remove_stale(folder: Place, names: Sequence[str]) -> int:
+    """Remove temporary files a crashed memfs left in ``folder``; returns how many."""
+    try:
+        fd = open_dir(folder, create=False)
+    except OSError:
+        return 0
+    removed = 0
+    try:
+        for name in names:
+            if name.startswith(sources.STAGE_PREFIX):
+                try:
+                    os.unlink(name, dir_fd=fd)
+                    removed += 1
+                except FileNotFoundError:
+                    pass
+    finally:
+        os.close(fd)
+    return removed
+
+
+def unlink(folder: Place, name: str) -> None:
+    fd = open_dir(folder, create=False)
+    try:
+        os.unlink(name, dir_fd=fd)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def mkdir(folder: Place, name: str, mode: int) -> None:
+    fd = open_dir(folder, create=True)
+    try:
+        os.mkdir(name, mode, dir_fd=fd)
+    finally:
+        os.close(fd)
+
+
+def rmdir(folder: Place, name: str) -> None:
+    fd = open_dir(folder, create=False)
+    try:
+        os.rmdir(name, dir_fd=fd)
+    finally:
+        os.close(fd)
+
+
+def rename(src: Place, src_name: str, dst: Place, dst_name: str, *, noreplace: bool) -> None:
+    """Rename within the own source, atomically; with ``noreplace``, EEXIST if taken."""
+    sfd = open_dir(src, create=False)
+    try:
+        dfd = open_dir(dst, create=True)
+        try:
+            if noreplace:
+                # renameat2(RENAME_NOREPLACE) is not in os; link+unlink gives the same promise
+                # for regular files on one filesystem.
+                os.link(src_name, dst_name, src_dir_fd=sfd, dst_dir_fd=dfd, follow_symlinks=False)
+                os.unlink(src_name, dir_fd=sfd)
+            else:
+                os.rename(src_name, dst_name, src_dir_fd=sfd, dst_dir_fd=dfd)
+            os.fsync(dfd)
+            os.fsync(sfd)
+        finally:
+            os.close(dfd)
+    finally:
+        os.close(sfd)
+
+
+def set_attrs(
+    folder: Place,
+    name: str,
+    *,
+    mode: int | None = None,
+    times_ns: tuple[int, int] | None = None,
+    size: int | None = None,
+) -> None:
+    """chmod, utimens, truncate on a file or folder of the own source."""
+    fd = open_dir(folder, create=False)
+    try:
+        if mode is not None:
+            os.chmod(name, stat.S_IMODE(mode), dir_fd=fd, follow_symlinks=True)
+        if times_ns is not None:
+            os.utime(name, ns=times_ns, dir_fd=fd, follow_symlinks=False)
+        if size is not None:
+            tfd = os.open(name, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            try:
+                os.ftruncate(tfd, size)
+            finally:
+                os.close(tfd)
+    finally:
+        os.close(fd)
+
+
+def copy_tree_file(src: Path, dst: Path) -> None:
+    """Copy one regular file's bytes (for copy-up); the caller makes it atomic."""
+    shutil.copyfile(src, dst, follow_symlinks=False)
