@@ -8,7 +8,7 @@ functions, never ``os.environ``.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -144,3 +144,12 @@ def view(project: Project) -> tuple[list[tuple[str, object]], dict[str, list[str
             if project.tree.is_dir(child):
                 todo.append(child)
     return leaves, folders
+
+
+def errno_of(call: Callable[..., object], *args: object, **kwargs: object) -> int | None:
+    """The errno of the OSError ``call`` raises; fails the test when it raises none."""
+    try:
+        call(*args, **kwargs)
+    except OSError as exc:
+        return exc.errno
+    raise AssertionError(f"{getattr(call, '__name__', call)} raised no OSError")

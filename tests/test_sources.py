@@ -1,0 +1,253 @@
+"""Tier 1: every read of the source folders (SPEC 5.1, 10)."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import pytest
+from helpers import CLAUDE_SLUG, PI_SLUG, at, errno_of, fake_home, write
+
+from memfs import sources
+from memfs.sources import STAGE_PREFIX, FileStat
+
+MAX = 1000
+# A symlink met on the way to a file: O_NOFOLLOW|O_DIRECTORY gives one of these.
+REFUSED = (errno.ELOOP, errno.ENOTDIR)
+
+
+@pytest.fixture
+def memory(tmp_path: Path) -> Path:
+    """A Claude Code memory folder: ``<root>/<slug>/memory`` with root = projects/."""
+    return fake_home(tmp_path).memory(".claude")
+
+
+def scan(memory: Path, max_bytes: int = MAX) -> sources.Scan:
+    root = memory.parent.parent
+    return sources.scan(root, (memory.parent.name, memory.name), max_bytes)
+
+
+def test_scan_lists_files_recursively_with_size_and_mtime(memory: Path) -> None:
+    write(memory / "MEMORY.md", "- [a](a.md)\n", at(1))
+    write(memory / "a.md", "aaaa", at(2))
+    write(memory / "sub" / "b.md", "b", at(3))
+    write(memory / "sub" / "deeper" / "c.md", "cc", at(4))
+    (memory / "empty").mkdir()
+    result = scan(memory)
+    assert result.exists
+    assert sorted(result.files, key=lambda f: f.path) == [
+        FileStat("MEMORY.md", 12, at(1)),
+        FileStat("a.md", 4, at(2)),
+        FileStat("sub/b.md", 1, at(3)),
+        FileStat("sub/deeper/c.md", 2, at(4)),
+    ]
+    assert sorted(result.dirs) == ["empty", "sub", "sub/deeper"]
+    assert result.left_out == []
+
+
+def test_scan_leaves_out_symlinks_fifos_and_big_files(memory: Path, tmp_path: Path) -> None:
+    outside = write(tmp_path / "outside" / "secret.md", "secret")
+    write(memory / "ok.md", "ok")
+    (memory / "file-link.md").symlink_to(outside)
+    (memory / "dir-link").symlink_to(outside.parent)
+    (memory / "dangling.md").symlink_to(tmp_path / "nowhere")
+    os.mkfifo(memory / "fifo.md")
+    write(memory / "big.md", b"x" * (MAX + 1))
+    write(memory / "edge.md", b"x" * MAX)  # exactly the cap is kept
+    write(memory / "sub" / "inner-link.md", "").unlink()
+    (memory / "sub" / "inner-link.md").symlink_to(outside)
+    result = scan(memory)
+    assert sorted(f.path for f in result.files) == ["edge.md", "ok.md"]
+    assert result.dirs == ["sub"]
+    reasons = dict(result.left_out)
+    assert reasons == {
+        "file-link.md": "symlink",
+        "dir-link": "symlink",
+        "dangling.md": "symlink",
+        "fifo.md": "special file",
+        "big.md": f"over {MAX} bytes",
+        "sub/inner-link.md": "symlink",
+    }
+
+
+def test_scan_never_follows_a_folder_symlink(memory: Path, tmp_path: Path) -> None:
+    write(tmp_path / "outside" / "secret.md", "secret")
+    (memory / "linked").symlink_to(tmp_path / "outside")
+    result = scan(memory)
+    assert result.files == []
+    assert result.dirs == []
+
+
+def test_scan_skips_stage_temp_files(memory: Path) -> None:
+    write(memory / "a.md", "a")
+    write(memory / f"{STAGE_PREFIX}0123456789abcdef", "half-written")
+    write(memory / "sub" / f"{STAGE_PREFIX}feedfacefeedface", "half-written")
+    result = scan(memory)
+    assert sorted(f.path for f in result.files) == ["a.md"]
+    # memfs's own temp files are never part of the view, nor counted as left out.
+    assert all(STAGE_PREFIX not in p for p, _ in result.left_out)
+
+
+def test_scan_refuses_a_symlinked_memory_folder(tmp_path: Path) -> None:
+    fh = fake_home(tmp_path)
+    real = tmp_path / "elsewhere"
+    write(real / "a.md", "a")
+    project = fh.account(".claude") / "projects" / CLAUDE_SLUG
+    project.mkdir(parents=True)
+    (project / "memory").symlink_to(real)
+    result = scan(project / "memory")
+    assert not result.exists
+    assert result.files == []
+    assert result.left_out == [("", "symlink or not a folder")]
+
+
+def test_scan_refuses_a_symlinked_slug_folder(tmp_path: Path) -> None:
+    fh = fake_home(tmp_path)
+    real = fh.memory(".claude-work")
+    write(real / "a.md", "a")
+    root = fh.account(".claude") / "projects"
+    (root / CLAUDE_SLUG).symlink_to(real.parent)
+    result = sources.scan(root, (CLAUDE_SLUG, "memory"), MAX)
+    assert not result.exists
+    assert result.files == []
+
+
+def test_scan_of_a_missing_folder(tmp_path: Path) -> None:
+    fh = fake_home(tmp_path)
+    root = fh.account(".claude") / "projects"
+    result = sources.scan(root, ("-nothing", "memory"), MAX)
+    assert not result.exists
+    assert result.files == []
+    assert result.left_out == []
+
+
+def test_scan_of_a_vanished_folder(memory: Path) -> None:
+    write(memory / "a.md", "a")
+    assert scan(memory).exists
+    (memory / "a.md").unlink()
+    memory.rmdir()
+    result = scan(memory)
+    assert not result.exists
+    assert result.files == []
+
+
+def test_scan_of_a_file_where_the_folder_should_be(tmp_path: Path) -> None:
+    fh = fake_home(tmp_path)
+    project = fh.account(".claude") / "projects" / CLAUDE_SLUG
+    write(project / "memory", "not a folder")
+    result = scan(project / "memory")
+    assert not result.exists
+    assert result.left_out == [("", "symlink or not a folder")]
+
+
+def test_scan_of_pi_folder_without_tail(tmp_path: Path) -> None:
+    fh = fake_home(tmp_path)
+    write(fh.pi() / "notes.md", "pi notes", at(5))
+    result = sources.scan(fh.pi_root, (PI_SLUG,), MAX)
+    assert result.files == [FileStat("notes.md", 8, at(5))]
+
+
+def test_list_slug_folders_ignores_files_and_symlinks(tmp_path: Path) -> None:
+    fh = fake_home(tmp_path)
+    root = fh.account(".claude") / "projects"
+    fh.memory(".claude", "-home-a-one")
+    fh.memory(".claude", "-home-a-two")
+    write(root / "-home-a-file", "not a project")
+    (root / "-home-a-link").symlink_to(root / "-home-a-one")
+    (root / "-home-a-dangling").symlink_to(tmp_path / "nowhere")
+    assert sorted(sources.list_slug_folders(root)) == ["-home-a-one", "-home-a-two"]
+
+
+def test_list_slug_folders_of_a_missing_root(tmp_path: Path) -> None:
+    assert sources.list_slug_folders(tmp_path / "missing") == []
+    write(tmp_path / "file", "x")
+    assert sources.list_slug_folders(tmp_path / "file") == []
+
+
+def test_read_file_reads_at_most_limit(memory: Path) -> None:
+    write(memory / "sub" / "a.md", "0123456789")
+    parts = (memory.parent.name, memory.name)
+    root = memory.parent.parent
+    assert sources.read_file(root, parts, "sub/a.md", 100) == b"0123456789"
+    assert sources.read_file(root, parts, "sub/a.md", 4) == b"0123"
+    assert sources.read_file(root, parts, "sub/a.md", 0) == b""
+
+
+def test_read_file_refuses_symlinks(memory: Path, tmp_path: Path) -> None:
+    outside = write(tmp_path / "outside" / "secret.md", "secret")
+    (memory / "link.md").symlink_to(outside)
+    (memory / "dir").symlink_to(outside.parent)
+    parts = (memory.parent.name, memory.name)
+    root = memory.parent.parent
+    assert errno_of(sources.read_file, root, parts, "link.md", 100) == errno.ELOOP
+    assert errno_of(sources.read_file, root, parts, "dir/secret.md", 100) in REFUSED
+    assert errno_of(sources.open_file, root, parts, "link.md") == errno.ELOOP
+    assert errno_of(sources.open_file, root, parts, "dir/secret.md") in REFUSED
+
+
+def test_read_file_refuses_a_fifo_without_blocking(memory: Path) -> None:
+    os.mkfifo(memory / "fifo.md")
+    parts = (memory.parent.name, memory.name)
+    root = memory.parent.parent
+    assert errno_of(sources.read_file, root, parts, "fifo.md", 100) == errno.EINVAL
+    assert errno_of(sources.open_file, root, parts, "fifo.md") == errno.EINVAL
+
+
+def test_read_file_refuses_dot_dot(memory: Path) -> None:
+    write(memory.parent / "escape.md", "above the memory folder")
+    parts = (memory.parent.name, memory.name)
+    root = memory.parent.parent
+    assert errno_of(sources.read_file, root, parts, "../escape.md", 100) == errno.EINVAL
+    assert errno_of(sources.read_file, root, parts, "./a.md", 100) == errno.EINVAL
+
+
+def test_read_file_of_a_missing_file(memory: Path) -> None:
+    parts = (memory.parent.name, memory.name)
+    with pytest.raises(FileNotFoundError):
+        sources.read_file(memory.parent.parent, parts, "gone.md", 100)
+
+
+def test_open_file_gives_a_readable_descriptor(memory: Path) -> None:
+    write(memory / "a.md", "hello")
+    fd = sources.open_file(memory.parent.parent, (memory.parent.name, memory.name), "a.md")
+    try:
+        assert os.pread(fd, 10, 1) == b"ello"
+    finally:
+        os.close(fd)
+
+
+def test_stat_file(memory: Path, tmp_path: Path) -> None:
+    write(memory / "a.md", "abc", at(7))
+    write(memory / "big.md", b"x" * (MAX + 1))
+    (memory / "link.md").symlink_to(memory / "a.md")
+    os.mkfifo(memory / "fifo.md")
+    (memory / "dir").mkdir()
+    root, parts = memory.parent.parent, (memory.parent.name, memory.name)
+    assert sources.stat_file(root, parts, "a.md", MAX) == FileStat("a.md", 3, at(7))
+    for path in ("big.md", "link.md", "fifo.md", "dir", "gone.md", "dir/gone.md"):
+        assert sources.stat_file(root, parts, path, MAX) is None, path
+
+
+@pytest.mark.parametrize(
+    ("name", "valid"),
+    [
+        ("a.md", True),
+        (".hidden", True),
+        ("x" * 255, True),
+        ("x" * 256, False),
+        ("é" * 128, False),  # 256 bytes in UTF-8
+        ("", False),
+        (".", False),
+        ("..", False),
+        ("a/b", False),
+        ("a\0b", False),
+    ],
+)
+def test_valid_name(name: str, valid: bool) -> None:
+    assert sources.valid_name(name) is valid
+
+
+def test_split() -> None:
+    assert sources.split("a//b/c/") == ["a", "b", "c"]
+    assert sources.split("") == []
