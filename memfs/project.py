@@ -24,6 +24,7 @@ from sortedcontainers import SortedKeyList
 
 from memfs import index, preamble, sources
 from memfs.config import Config
+from memfs.preamble import Doc
 from memfs.tree import ROOT, Tree, ancestors, parent_of
 
 log = logging.getLogger(__name__)
@@ -321,6 +322,13 @@ class Project:
     def versions(self, path: str) -> list[Version]:
         return list(self._versions.get(path, {}).values())
 
+    def dir_holders(self, path: str) -> set[int]:
+        return self._dirs.get(path, set())
+
+    def versions_under(self, folder: str) -> list[Version]:
+        prefix = f"{folder}/" if folder else ""
+        return [v for p, vs in self._versions.items() if p.startswith(prefix) for v in vs.values()]
+
     def folders(self) -> list[str]:
         return list(self._dirs)
 
@@ -374,8 +382,12 @@ class Project:
 
     # --- PREAMBLE.md -----------------------------------------------------------------
 
-    def preamble(self, files_at: str, now_ns: int | None = None) -> bytes:
-        """PREAMBLE.md for this generation of the project (SPEC 6), cached until it changes."""
+    def preamble(self, files_at: str | None, now_ns: int | None = None) -> bytes:
+        """PREAMBLE.md for this generation of the project (SPEC 6), cached until it changes.
+
+        ``files_at`` is the mount folder of this project; None (no mount) points every
+        marker at the file's real path instead.
+        """
         now = time.time_ns() if now_ns is None else now_ns
         cached = self._preamble
         fresh = cached is not None and cached.generation == self.generation
@@ -385,14 +397,15 @@ class Project:
         self._preamble = Rendered(self.generation, data, valid_until)
         return data
 
-    def _render_preamble(self, files_at: str, now: int) -> tuple[bytes, int]:
+    def _render_preamble(self, files_at: str | None, now: int) -> tuple[bytes, int]:
         settings = self.config.preamble
         handoff = self._latest_handoff(now, files_at)
         index_doc = None
         memory_leaf = self.tree.leaf(MEMORY)
         memory_head = memory_leaf.version if memory_leaf is not None else None
         if memory_head is not None and memory_head.mtime_ns <= now:
-            index_doc = preamble.Doc(f"{files_at}/{MEMORY}", MEMORY, self.memory_index())
+            where = f"{files_at}/{MEMORY}" if files_at else str(self.real_path(memory_head))
+            index_doc = preamble.Doc(where, MEMORY, self.memory_index())
         # Newest first, skipping files dated after `now`: one bisect, then a walk of N + rest.
         end = self._by_mtime.bisect_key_right((now, "\U0010ffff"))
         valid_until = self._by_mtime[end].mtime_ns if end < len(self._by_mtime) else 1 << 62
@@ -416,7 +429,7 @@ class Project:
         eligible = end - (1 if handoff is not None else 0)
         inp = preamble.PreambleInput(
             project=self.slug,
-            files_at=files_at,
+            files_at=files_at or self._real_folder(),
             handoff=handoff[1] if handoff else None,
             index=index_doc,
             newest=newest,
@@ -426,7 +439,14 @@ class Project:
         data = preamble.render(inp, budget=settings.budget, file_cap=settings.file_cap)
         return data, valid_until
 
-    def _latest_handoff(self, now: int, files_at: str) -> tuple[Version, preamble.Doc] | None:
+    def _real_folder(self) -> str:
+        own = self.config.own_index
+        folders = [o.folder for o in self.origins if o.source == own] or [
+            o.folder for o in self.origins
+        ]
+        return str(folders[0]) if folders else self.slug
+
+    def _latest_handoff(self, now: int, files_at: str | None) -> tuple[Version, Doc] | None:
         for pos in range(len(self._handoffs) - 1, -1, -1):
             v = self._handoffs[pos]
             if v.mtime_ns > now:
@@ -436,13 +456,14 @@ class Project:
                 return v, doc
         return None
 
-    def _doc(self, v: Version, files_at: str) -> preamble.Doc | None:
+    def _doc(self, v: Version, files_at: str | None) -> Doc | None:
         try:
             body = self.read(v)
         except OSError as exc:
             log.warning("%s: cannot read %s: %s", self.slug, self.real_path(v), exc)
             return None
-        return preamble.Doc(f"{files_at}/{v.path}" if files_at else v.path, v.path, body)
+        where = f"{files_at}/{v.path}" if files_at else str(self.real_path(v))
+        return preamble.Doc(where, v.path, body)
 
     def _description(self, v: Version) -> str | None:
         if v not in self._descriptions:

@@ -39,6 +39,9 @@ class Tree(Generic[T]):
         # folder path -> child name -> references at or under that child
         self._dirs: dict[str, SortedDict[str, int]] = {ROOT: SortedDict()}
         self._marks: dict[str, int] = {}  # folder path -> explicit marks
+        # View paths whose entry appeared, vanished or changed since the owner last drained
+        # this set: what the kernel must be told to forget.
+        self.changes: set[str] = set()
 
     def __len__(self) -> int:
         return len(self._leaves)
@@ -65,18 +68,22 @@ class Tree(Generic[T]):
     def add(self, path: str, payload: T) -> bool:
         """Put a leaf at ``path``; False (nothing changed) when a folder or leaf is in the way."""
         if path in self._leaves:
-            self._leaves[path] = payload
+            if self._leaves[path] != payload:
+                self._leaves[path] = payload
+                self.changes.add(path)
             return True
         if not path or not self._fits(path):
             return False
         self._leaves[path] = payload
         self._ref(path, +1)
+        self.changes.add(path)
         return True
 
     def remove(self, path: str) -> T | None:
         payload = self._leaves.pop(path, None)
         if payload is not None:
             self._ref(path, -1)
+            self.changes.add(path)
         return payload
 
     def mark_dir(self, path: str) -> bool:
@@ -106,8 +113,11 @@ class Tree(Generic[T]):
             count = children.get(name, 0) + delta
             step = f"{head}/{name}" if head else name
             if count > 0:
+                if name not in children:
+                    self.changes.add(step)
                 children[name] = count
             else:
+                self.changes.add(step)
                 children.pop(name, None)
                 if step not in self._marks:
                     self._dirs.pop(step, None)

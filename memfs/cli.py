@@ -1,0 +1,326 @@
+"""The `memfs` command: argument parsing, one-line user errors, and dispatch.
+
+SPEC 8. Imports the mount modules lazily, so commands that need no mount (slug, sources,
+preamble) work without pyfuse3 loaded. A user error is one line on stderr naming the cause
+and the fix, and exit code 2; never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from memfs import __version__, config, slug
+from memfs.catalog import Catalog
+
+log = logging.getLogger("memfs")
+
+USER_ERROR = 2
+STATUS_XATTR = "user.memfs.status"
+
+
+class UserError(Exception):
+    """Printed as one line; exit code 2."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="memfs",
+        description="One FUSE mount where every coding agent's per-project memory appears once.",
+    )
+    p.add_argument("--version", action="version", version=f"memfs {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    def cmd(name: str, help: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=help, description=help)
+
+    m = cmd("mount", "mount the merged view at MOUNTPOINT")
+    m.add_argument("mountpoint", type=Path)
+    m.add_argument("--config", type=Path, help="config file (default: ~/.config/memfs/config.toml)")
+    m.add_argument("-o", dest="options", action="append", default=[], help="FUSE options")
+    m.add_argument("--foreground", "-f", action="store_true", help="stay in the foreground")
+    m.add_argument("--debug", action="store_true", help="log every FUSE request")
+
+    u = cmd("umount", "unmount a memfs mount")
+    u.add_argument("mountpoint", type=Path, nargs="?", default=None)
+
+    s = cmd("status", "figures from a running mount")
+    s.add_argument("mountpoint", type=Path, nargs="?", default=None)
+    s.add_argument("--json", action="store_true")
+
+    src = cmd("sources", "list the memory sources and which one is own")
+    src.add_argument("--config", type=Path)
+
+    sl = cmd("slug", "the project slug of PATH (default: the current folder)")
+    sl.add_argument("path", nargs="?", default=None)
+
+    pr = cmd("preamble", "print PREAMBLE.md for the project of PATH without a mount")
+    pr.add_argument("path", nargs="?", default=None)
+    pr.add_argument("--budget", type=int, default=None)
+    pr.add_argument("--config", type=Path)
+
+    d = cmd("demo", "mount a sample of several accounts in a temporary folder")
+    d.add_argument(
+        "--background", action="store_true", help="leave it mounted and return (no Ctrl-C)"
+    )
+
+    sv = cmd("service", "install or remove the systemd user unit")
+    svs = sv.add_subparsers(dest="action", metavar="ACTION", required=True)
+    si = svs.add_parser("install", help="write ~/.config/systemd/user/memfs.service")
+    si.add_argument("--mountpoint", default=None)
+    si.add_argument("--now", action="store_true", help="also daemon-reload and enable --now")
+    su = svs.add_parser("uninstall", help="remove the unit")
+    su.add_argument("--now", action="store_true", help="also disable --now first")
+
+    a = cmd("adopt", "adopt an old account's memory into the own source (SPEC 11)")
+    ads = a.add_subparsers(dest="action", metavar="ACTION", required=True)
+    al = ads.add_parser("list", help="offer the other sources' folders of a project")
+    al.add_argument("path", nargs="?", default=None)
+    al.add_argument("--config", type=Path)
+    at = ads.add_parser("take", help="adopt one listed folder")
+    at.add_argument("list_id")
+    at.add_argument("index", type=int)
+    at.add_argument("hash")
+    at.add_argument("--config", type=Path)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if getattr(args, "debug", False) else logging.WARNING,
+        format="memfs: %(levelname)s %(name)s: %(message)s",
+    )
+    if args.command is None:
+        _parser().print_help()
+        return USER_ERROR
+    try:
+        return int(COMMANDS[args.command](args, os.environ) or 0)
+    except (UserError, config.ConfigError) as exc:
+        print(f"memfs: {exc}", file=sys.stderr)
+        return USER_ERROR
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:
+        # Mount and service errors carry one line; anything else is a bug worth a log line.
+        name = type(exc).__name__
+        if name in ("MountError", "ServiceError", "AdoptError"):
+            print(f"memfs: {exc}", file=sys.stderr)
+            return USER_ERROR
+        if isinstance(exc, OSError):
+            print(
+                f"memfs: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr
+            )
+            return 1
+        raise
+
+
+def _load(args: argparse.Namespace, env: Mapping[str, str]) -> config.Config:
+    return config.load(env, getattr(args, "config", None))
+
+
+def default_mountpoint(env: Mapping[str, str]) -> Path:
+    return config.home_dir(env) / "memfs"
+
+
+def cmd_slug(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    print(slug.project_slug(args.path or os.getcwd()))
+    return 0
+
+
+def cmd_sources(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    cfg = _load(args, env)
+    where = f"config {cfg.path}" if cfg.path else "discovered (no config file)"
+    if not cfg.sources:
+        raise UserError(
+            "no memory sources found (no ~/.claude, ~/.claude-*, $CLAUDE_CONFIG_DIR or "
+            "~/.pi/agent/memory); create one or write ~/.config/memfs/config.toml"
+        )
+    print(f"sources: {where}")
+    for s in cfg.sources:
+        mark = "own " if s.own else "    "
+        print(f"  {mark}{s.name:<12} {s.template}")
+        print(f"       {'':<12} why: {s.why}")
+    if cfg.own is None:
+        print("no own source: a mount is read-only (writes get EROFS)")
+    return 0
+
+
+def cmd_preamble(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    cfg = _load(args, env)
+    if args.budget is not None:
+        if args.budget < 0:
+            raise UserError(f"--budget must be >= 0, got {args.budget}")
+        cfg = dataclasses.replace(
+            cfg, preamble=dataclasses.replace(cfg.preamble, budget=args.budget)
+        )
+    project_slug = slug.project_slug(args.path or os.getcwd())
+    project = Catalog(cfg).project(project_slug)
+    if project is None:
+        raise UserError(
+            f"no source has project {project_slug}; check 'memfs sources' and the PATH given"
+        )
+    sys.stdout.buffer.write(project.preamble(files_at=None))
+    sys.stdout.flush()
+    return 0
+
+
+def cmd_mount(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    from memfs import mount
+
+    cfg = _load(args, env)
+    if args.foreground:
+        return mount.run_foreground(cfg, args.mountpoint, args.options, args.debug)
+    mountpoint = mount.prepare(cfg, args.mountpoint)
+    argv = ["mount", "--foreground", str(mountpoint)]
+    if args.config:
+        argv += ["--config", str(args.config.absolute())]
+    for option in args.options:
+        argv += ["-o", option]
+    if args.debug:
+        argv.append("--debug")
+    pid = mount.start_background(argv, cfg.state_dir)
+    print(f"memfs mounted at {mountpoint} (pid {pid}); 'memfs umount {mountpoint}' to stop")
+    return 0
+
+
+def cmd_umount(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    from memfs import mount
+
+    mountpoint = args.mountpoint or default_mountpoint(env)
+    if not mount.is_mounted(mountpoint) and not mount.is_stale(mountpoint):
+        raise UserError(f"nothing is mounted at {mountpoint}; check the path")
+    mount.unmount(mountpoint, lazy=mount.is_stale(mountpoint))
+    return 0
+
+
+def read_status(mountpoint: Path) -> dict[str, object]:
+    try:
+        raw = os.getxattr(mountpoint, STATUS_XATTR)
+    except OSError as exc:
+        raise UserError(
+            f"no running memfs at {mountpoint} ({exc.strerror}); start it with "
+            f"'memfs mount {mountpoint}'"
+        ) from None
+    data: dict[str, object] = json.loads(raw)
+    return data
+
+
+def cmd_status(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    status = read_status(args.mountpoint or default_mountpoint(env))
+    if args.json:
+        print(json.dumps(status, indent=2, sort_keys=True))
+        return 0
+    print(f"mountpoint: {status['mountpoint']} (pid {status['pid']})")
+    for s in status["sources"]:  # type: ignore[attr-defined]
+        print(f"  source {'own ' if s['own'] else ''}{s['name']}: {s['path']}")
+    print(f"projects: {status['projects_listed']} listed, {status['projects_loaded']} loaded")
+    left_out = status["left_out"]
+    print(f"files: {status['files']} shown, {len(left_out)} left out")  # type: ignore[arg-type]
+    for item in left_out[:20]:  # type: ignore[index]
+        print(f"  left out {item['project']}/{item['path']} ({item['source']}): {item['why']}")
+    print(f"requests: {status['requests_total']} {status['requests']}")
+    print(f"invalidations: {status['invalidations']} (errors {status['invalidation_errors']})")
+    print(f"commits: {status['commits']}, inodes: {status['inodes']}")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    from memfs import demo, mount
+
+    base = Path(tempfile.mkdtemp(prefix="memfs-demo-"))
+    home = base / "home"
+    places = demo.build(home)
+    cfg_path = base / "config.toml"
+    cfg_path.write_text(demo.config_text(home), encoding="utf-8")
+    mnt = base / "mnt"
+    child_env = dict(env, HOME=str(home), XDG_STATE_HOME=str(base / "state"))
+    child_env.pop("XDG_CONFIG_HOME", None)
+    cfg = config.load(child_env, cfg_path)
+    argv = ["mount", "--foreground", str(mnt), "--config", str(cfg_path)]
+    saved = dict(os.environ)
+    os.environ.update(child_env)
+    try:
+        pid = mount.start_background(argv, cfg.state_dir)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    project = mnt / str(places["slug"])
+    print(
+        f"memfs demo mounted at {mnt} (pid {pid})\n"
+        f"  three sources: {home}/.claude (own), {home}/.claude-work, {home}/.pi\n\n"
+        "Try:\n"
+        f"  ls {mnt}\n"
+        f"  cat {project}/PREAMBLE.md\n"
+        f"  cat {project}/MEMORY.md          # the union of both accounts' indexes\n"
+        f"  ls -R {project}/.history         # every other version\n"
+        f"  echo 'Next: canary checks' > {project}/handoff-me_20261130.md\n"
+        f"  ls {places['personal']}          # the write landed in the own account\n"
+        f"  memfs status {mnt}\n"
+    )
+    if args.background:
+        print(f"Stop it with: memfs umount {mnt} && rm -rf {base}")
+        return 0
+    print("Press Ctrl-C to unmount and clean up.")
+    sys.stdout.flush()
+    try:
+        signal.pause()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        _stop_demo(mnt, pid, base)
+    return 0
+
+
+def _stop_demo(mnt: Path, pid: int, base: Path) -> None:
+    from memfs import mount
+
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and mount.is_mounted(mnt):
+        time.sleep(0.05)
+    if mount.is_mounted(mnt) or mount.is_stale(mnt):
+        subprocess.run(["fusermount3", "-uz", str(mnt)], check=False)
+    shutil.rmtree(base, ignore_errors=True)
+    print(f"\nunmounted and removed {base}")
+
+
+def cmd_service(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    from memfs import service
+
+    if args.action == "install":
+        lines = service.install(args.mountpoint, args.now, env)
+    else:
+        lines = service.uninstall(env, now=args.now)
+    print("\n".join(lines))
+    return 0
+
+
+def cmd_adopt(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    raise UserError("adopt is not implemented yet (SPEC 11); see the project's open issues")
+
+
+COMMANDS = {
+    "mount": cmd_mount,
+    "umount": cmd_umount,
+    "status": cmd_status,
+    "sources": cmd_sources,
+    "slug": cmd_slug,
+    "preamble": cmd_preamble,
+    "demo": cmd_demo,
+    "service": cmd_service,
+    "adopt": cmd_adopt,
+}

@@ -1,0 +1,749 @@
+"""The pyfuse3 adapter: inode numbers, handles and errno over the catalog of projects.
+
+A protocol adapter only: what the tree looks like is decided by catalog.py and project.py,
+what is written by staging.py. This module translates inode numbers and bytes names into
+core calls and core errors into ``FUSEError``, the only exception a handler lets out.
+
+Threading: every handler runs on pyfuse3's one trio thread and must not block for long;
+commits (fsync) go to a worker thread. Kernel cache invalidations are never sent from a
+handler (that can deadlock the mount): handlers and the watcher queue them, and the task in
+`Invalidator.run` sends them from a worker thread.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import logging
+import math
+import os
+import stat
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from functools import wraps
+from pathlib import Path
+from typing import Any, ParamSpec, TypeVar
+
+import pyfuse3
+import trio
+
+from memfs import preamble, sources, staging
+from memfs import slug as slugs
+from memfs.catalog import Catalog
+from memfs.config import Config
+from memfs.project import HISTORY, MEMORY, PREAMBLE, Kind, Leaf, Origin, Project
+from memfs.tree import parent_of
+from memfs.watch import Watcher
+
+log = logging.getLogger(__name__)
+
+ROOT_INODE = pyfuse3.ROOT_INODE
+HERE_INODE = ROOT_INODE + 1
+FIRST_FREE_INODE = HERE_INODE + 1
+HERE = "here"
+STATUS_XATTR = b"user.memfs.status"
+
+# Long kernel caching, kept true by explicit invalidation on every change (FUSE-NOTES).
+CACHE_TIMEOUT = 3600.0
+RENAME_NOREPLACE = 1
+RENAME_EXCHANGE = 2
+
+Key = tuple[str, str]  # (slug, view path); ("", "") is the root, (slug, "") a project
+ROOT_KEY: Key = ("", "")
+HERE_KEY: Key = ("", HERE)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _oserror_to_fuse(fn: Callable[P, Any]) -> Callable[P, Any]:
+    """Turn an OSError from a backing folder into FUSEError(errno); log anything else."""
+
+    @wraps(fn)
+    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> Any:
+        try:
+            return await fn(*args, **kwargs)
+        except pyfuse3.FUSEError:
+            raise
+        except OSError as exc:
+            raise pyfuse3.FUSEError(exc.errno or errno.EIO) from None
+        except Exception:
+            log.exception("unexpected error in %s", fn.__name__)
+            raise pyfuse3.FUSEError(errno.EIO) from None
+
+    return wrapper
+
+
+def _err(code: int) -> pyfuse3.FUSEError:
+    return pyfuse3.FUSEError(code)
+
+
+@dataclass
+class Handle:
+    """One open file: a source file read lazily, a snapshot, or a staged write."""
+
+    ino: int
+    key: Key
+    leaf: Leaf | None = None
+    fd: int = -1  # source descriptor, opened on first read
+    data: bytes | None = None  # PREAMBLE.md or the MEMORY.md union, fixed at open
+    stage: staging.Stage | None = None
+    # A handle keeps the version it replaces at most once: at its first commit, what stood
+    # before it opened. Later commits of the same handle replace only its own bytes.
+    keeps_history: bool = False
+    truncated: bool = False  # opened with O_TRUNC, nothing committed yet
+
+
+@dataclass
+class Stats:
+    requests: Counter[str] = field(default_factory=Counter)
+    invalidations: int = 0
+    invalidation_errors: int = 0
+    commits: int = 0
+
+
+class Invalidator:
+    """Sends queued kernel cache invalidations from outside any handler."""
+
+    def __init__(self, stats: Stats) -> None:
+        self._send, self._receive = trio.open_memory_channel[tuple[str, int, bytes]](math.inf)
+        self._stats = stats
+        self.enabled = True  # off in adapter tests, where no kernel is attached
+
+    def entry(self, parent: int, name: str) -> None:
+        if self.enabled:
+            self._send.send_nowait(("entry", parent, os.fsencode(name)))
+
+    def inode(self, ino: int) -> None:
+        if self.enabled:
+            self._send.send_nowait(("inode", ino, b""))
+
+    async def run(self) -> None:
+        async with self._receive:
+            async for first in self._receive:
+                batch = {first}
+                while True:
+                    try:
+                        batch.add(self._receive.receive_nowait())
+                    except trio.WouldBlock:
+                        break
+                await trio.to_thread.run_sync(self._send_batch, batch)
+
+    def _send_batch(self, batch: set[tuple[str, int, bytes]]) -> None:
+        # Entries first: a dropped dentry makes the next walk look the name up again.
+        for kind, ino, name in sorted(batch, key=lambda b: b[0]):
+            try:
+                if kind == "entry":
+                    pyfuse3.invalidate_entry(ino, name)
+                else:
+                    pyfuse3.invalidate_inode(ino)
+                self._stats.invalidations += 1
+            except OSError as exc:
+                # ENOENT: the kernel had no such entry or inode cached; nothing to forget.
+                if exc.errno != errno.ENOENT:
+                    self._stats.invalidation_errors += 1
+                    log.debug("invalidate %s %s %r: %s", kind, ino, name, exc)
+
+
+class MemFS(pyfuse3.Operations):
+    """The merged view of SPEC 4 as a FUSE filesystem."""
+
+    enable_writeback_cache = False
+
+    def __init__(self, config: Config, mountpoint: Path) -> None:
+        super().__init__()
+        self.config = config
+        self.mountpoint = mountpoint
+        self.catalog = Catalog(config)
+        self.stats = Stats()
+        self.invalidator = Invalidator(self.stats)
+        self._uid, self._gid = os.getuid(), os.getgid()
+        self._started_ns = time.time_ns()
+        self._ino_by_key: dict[Key, int] = {ROOT_KEY: ROOT_INODE, HERE_KEY: HERE_INODE}
+        self._key_by_ino: dict[int, Key] = {ROOT_INODE: ROOT_KEY, HERE_INODE: HERE_KEY}
+        self._lookups: Counter[int] = Counter()  # inode -> the kernel's lookup count
+        self._next_ino = FIRST_FREE_INODE
+        self._handles: dict[int, Handle] = {}  # file handle -> open file
+        self._dir_handles: dict[int, list[tuple[str, Key]]] = {}  # handle -> listing snapshot
+        self._next_fh = 1
+        self._commit_lock = trio.Lock()  # one commit at a time: history links stay ordered
+        self._here_cache: dict[str, tuple[float, str]] = {}  # cwd -> (expiry, slug)
+        self.watcher: Watcher | None = None  # set by mount.py; adapter tests run without
+
+    # --- inodes ----------------------------------------------------------------------
+
+    def _ino(self, key: Key) -> int:
+        ino = self._ino_by_key.get(key)
+        if ino is None:
+            ino = self._next_ino
+            self._next_ino += 1
+            self._ino_by_key[key] = ino
+            self._key_by_ino[ino] = key
+        return ino
+
+    def _key(self, ino: int) -> Key:
+        key = self._key_by_ino.get(ino)
+        if key is None:
+            raise _err(errno.ENOENT)
+        return key
+
+    def _child_key(self, parent: int, name: bytes) -> Key:
+        if len(name) > sources.NAME_MAX:
+            raise _err(errno.ENAMETOOLONG)
+        slug, path = self._key(parent)
+        text = os.fsdecode(name)
+        if not sources.valid_name(text):
+            raise _err(errno.EINVAL)
+        if parent == ROOT_INODE:
+            return (text, "") if text != HERE else HERE_KEY
+        if parent == HERE_INODE:
+            raise _err(errno.ENOTDIR)
+        return (slug, f"{path}/{text}" if path else text)
+
+    async def forget(self, inode_list: Sequence[tuple[int, int]]) -> None:
+        for ino, n in inode_list:
+            left = self._lookups[ino] - n
+            if left > 0:
+                self._lookups[ino] = left
+                continue
+            self._lookups.pop(ino, None)
+            key = self._key_by_ino.get(ino)
+            # Keep the number while the path exists, so a path keeps its inode across walks;
+            # a vanished path's number is never handed out again.
+            if key is not None and ino > HERE_INODE and not self._exists(key):
+                del self._key_by_ino[ino]
+                if self._ino_by_key.get(key) == ino:
+                    del self._ino_by_key[key]
+
+    def _exists(self, key: Key) -> bool:
+        slug, path = key
+        if not path:
+            return self.catalog.has(slug) if slug else True
+        project = self.catalog.loaded().get(slug)
+        return project is not None and (
+            project.tree.leaf(path) is not None or project.tree.is_dir(path)
+        )
+
+    # --- attributes ------------------------------------------------------------------
+
+    def _project(self, slug: str) -> Project:
+        project = self.catalog.project(slug)
+        if project is None:
+            raise _err(errno.ENOENT)
+        if self.watcher is not None:
+            self.watcher.ensure(project)
+        return project
+
+    def _attrs(self, ino: int, key: Key) -> pyfuse3.EntryAttributes:
+        slug, path = key
+        if key == ROOT_KEY:
+            return self._dir_attrs(ino, 0o755, self._started_ns)
+        if key == HERE_KEY:
+            return self._entry(ino, stat.S_IFLNK | 0o777, 0, self._started_ns, timeout=0.0)
+        if not path:
+            if not self.catalog.has(slug):
+                raise _err(errno.ENOENT)
+            return self._dir_attrs(ino, self._dir_mode(), self._started_ns)
+        project = self._project(slug)
+        leaf = project.tree.leaf(path)
+        if leaf is None:
+            if not project.tree.is_dir(path):
+                raise _err(errno.ENOENT)
+            mode = 0o555 if _in_history(path) else self._dir_mode()
+            return self._dir_attrs(ino, mode, self._started_ns)
+        size = self._leaf_size(project, leaf)
+        return self._entry(ino, stat.S_IFREG | self._file_mode(leaf), size, project.mtime_ns(leaf))
+
+    def _dir_mode(self) -> int:
+        return 0o755 if self.config.own is not None else 0o555
+
+    def _file_mode(self, leaf: Leaf) -> int:
+        if leaf.kind is Kind.FILE and self.config.own is not None:
+            return 0o644
+        if leaf.kind is Kind.MEMORY and self.config.own is not None:
+            return 0o644
+        return 0o444
+
+    def _leaf_size(self, project: Project, leaf: Leaf) -> int:
+        if leaf.kind is Kind.PREAMBLE:
+            return len(project.preamble(self._files_at(project.slug)))
+        if leaf.kind is Kind.MEMORY:
+            return len(project.memory_index())
+        assert leaf.version is not None
+        return leaf.version.size
+
+    def _files_at(self, slug: str) -> str:
+        return f"{self.mountpoint}/{slug}"
+
+    def _dir_attrs(self, ino: int, mode: int, mtime_ns: int) -> pyfuse3.EntryAttributes:
+        return self._entry(ino, stat.S_IFDIR | mode, 0, mtime_ns)
+
+    def _entry(
+        self, ino: int, mode: int, size: int, mtime_ns: int, timeout: float = CACHE_TIMEOUT
+    ) -> pyfuse3.EntryAttributes:
+        e = pyfuse3.EntryAttributes()
+        e.st_ino = ino
+        e.generation = 0
+        e.entry_timeout = timeout
+        e.attr_timeout = timeout
+        e.st_mode = mode
+        e.st_nlink = 2 if stat.S_ISDIR(mode) else 1
+        e.st_uid = self._uid
+        e.st_gid = self._gid
+        e.st_rdev = 0
+        e.st_size = size
+        e.st_blksize = 4096
+        e.st_blocks = (size + 511) // 512
+        e.st_atime_ns = e.st_mtime_ns = e.st_ctime_ns = mtime_ns
+        return e
+
+    def _count(self, op: str) -> None:
+        self.stats.requests[op] += 1
+
+    @_oserror_to_fuse
+    async def lookup(
+        self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext
+    ) -> pyfuse3.EntryAttributes:
+        self._count("lookup")
+        if name == b".":
+            key = self._key(parent_inode)
+        elif name == b"..":
+            key = _parent_key(self._key(parent_inode))
+        else:
+            key = self._child_key(parent_inode, name)
+        attrs = self._attrs(self._ino(key), key)
+        self._lookups[attrs.st_ino] += 1
+        return attrs
+
+    @_oserror_to_fuse
+    async def getattr(self, inode: int, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
+        self._count("getattr")
+        handle = self._stage_of_inode(inode)
+        attrs = self._attrs(inode, self._key(inode))
+        if handle is not None and handle.stage is not None:
+            attrs.st_size = handle.stage.size()  # a writer sees its own bytes
+        return attrs
+
+    @_oserror_to_fuse
+    async def readlink(self, inode: int, ctx: pyfuse3.RequestContext) -> bytes:
+        self._count("readlink")
+        if inode != HERE_INODE:
+            raise _err(errno.EINVAL)
+        return os.fsencode(await self._here(ctx.pid))
+
+    async def _here(self, pid: int) -> str:
+        """The caller's project: its cwd, up to the git work tree (SPEC 4)."""
+        try:
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+        except OSError:
+            raise _err(errno.ENOENT) from None
+        mount = str(self.mountpoint)
+        if cwd == mount or cwd.startswith(mount + "/"):
+            # Inside the mount itself: walking up for .git would call back into this very
+            # process and deadlock; the project is the first component.
+            first = cwd[len(mount) + 1 :].split("/", 1)[0]
+            if not first or first == HERE:
+                raise _err(errno.ENOENT)
+            return first
+        now = time.monotonic()
+        cached = self._here_cache.get(cwd)
+        if cached is not None and cached[0] > now:
+            return cached[1]
+        slug = await trio.to_thread.run_sync(slugs.project_slug, cwd)
+        if len(self._here_cache) > 1024:
+            self._here_cache.clear()
+        # Short-lived: a `git init` or a new worktree changes the answer.
+        self._here_cache[cwd] = (now + 2.0, slug)
+        return slug
+
+    # --- listing ---------------------------------------------------------------------
+
+    @_oserror_to_fuse
+    async def opendir(self, inode: int, ctx: pyfuse3.RequestContext) -> int:
+        self._count("opendir")
+        slug, path = self._key(inode)
+        if inode == ROOT_INODE:
+            entries = [(HERE, HERE_KEY), *((s, (s, "")) for s in self.catalog.slugs())]
+        else:
+            project = self._project(slug)
+            children = project.tree.children(path)
+            if children is None:
+                raise _err(errno.ENOTDIR if project.tree.leaf(path) else errno.ENOENT)
+            prefix = f"{path}/" if path else ""
+            entries = [(name, (slug, prefix + name)) for name in children]
+        # A snapshot per handle: cookies are positions in it, so a folder changing
+        # mid-listing neither skips nor repeats an entry.
+        fh = self._new_fh()
+        self._dir_handles[fh] = entries
+        return fh
+
+    @_oserror_to_fuse
+    async def readdir(self, fh: int, start_id: int, token: pyfuse3.ReaddirToken) -> None:
+        self._count("readdir")
+        entries = self._dir_handles.get(fh, [])
+        for pos in range(start_id, len(entries)):
+            name, key = entries[pos]
+            try:
+                attrs = self._attrs(self._ino(key), key)
+            except pyfuse3.FUSEError:
+                continue  # vanished since opendir
+            if not pyfuse3.readdir_reply(token, os.fsencode(name), attrs, pos + 1):
+                return
+            self._lookups[attrs.st_ino] += 1  # every accepted entry counts as a lookup
+
+    async def releasedir(self, fh: int) -> None:
+        self._dir_handles.pop(fh, None)
+
+    def _new_fh(self) -> int:
+        fh = self._next_fh
+        self._next_fh += 1
+        return fh
+
+    # --- reading ---------------------------------------------------------------------
+
+    @_oserror_to_fuse
+    async def open(self, inode: int, flags: int, ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
+        self._count("open")
+        key = self._key(inode)
+        slug, path = key
+        if not path or key == HERE_KEY:
+            raise _err(errno.EISDIR if key != HERE_KEY else errno.ELOOP)
+        project = self._project(slug)
+        leaf = project.tree.leaf(path)
+        if leaf is None:
+            raise _err(errno.EISDIR if project.tree.is_dir(path) else errno.ENOENT)
+        if flags & (os.O_WRONLY | os.O_RDWR):
+            return await self._open_for_write(inode, key, project, leaf, flags)
+        handle = Handle(inode, key, leaf)
+        if leaf.kind is Kind.PREAMBLE:
+            handle.data = project.preamble(self._files_at(slug))
+            fh = self._add_handle(handle)
+            # Computed per open: the page cache must not serve an earlier snapshot.
+            return pyfuse3.FileInfo(fh=fh, keep_cache=False)
+        if leaf.kind is Kind.MEMORY:
+            handle.data = project.memory_index()
+        return pyfuse3.FileInfo(fh=self._add_handle(handle), keep_cache=True)
+
+    def _add_handle(self, handle: Handle) -> int:
+        fh = self._new_fh()
+        self._handles[fh] = handle
+        return fh
+
+    @_oserror_to_fuse
+    async def read(self, fh: int, off: int, size: int) -> bytes:
+        self._count("read")
+        handle = self._handles[fh]
+        if handle.stage is not None:
+            return handle.stage.read(off, size)
+        if handle.data is not None:
+            return handle.data[off : off + size]
+        if handle.fd < 0:
+            project = self._project(handle.key[0])
+            assert handle.leaf is not None
+            assert handle.leaf.version is not None
+            handle.fd = project.open_fd(handle.leaf.version)
+        return os.pread(handle.fd, size, off)
+
+    @_oserror_to_fuse
+    async def flush(self, fh: int) -> None:
+        self._count("flush")
+        handle = self._handles.get(fh)
+        if handle is not None and handle.stage is not None:
+            await self._commit(handle)
+
+    @_oserror_to_fuse
+    async def fsync(self, fh: int, datasync: bool) -> None:
+        self._count("fsync")
+        handle = self._handles.get(fh)
+        if handle is not None and handle.stage is not None:
+            await self._commit(handle)
+
+    async def release(self, fh: int) -> None:
+        self._count("release")
+        handle = self._handles.pop(fh, None)
+        if handle is None:
+            return
+        if handle.fd >= 0:
+            os.close(handle.fd)
+        if handle.stage is not None:
+            if handle.truncated and not handle.stage.dirty:
+                handle.stage.dirty = True
+                try:
+                    await self._commit(handle)
+                except (OSError, pyfuse3.FUSEError) as exc:
+                    log.warning("truncating %s at release failed: %s", handle.key, exc)
+            # A handle released without a successful flush (its commit failed) is dropped:
+            # the target stays as it was.
+            handle.stage.abort()
+
+    # --- status ----------------------------------------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        projects = self.catalog.loaded()
+        left_out = [
+            {"project": slug, "source": src, "path": path, "why": why}
+            for slug, p in projects.items()
+            for src, path, why in p.counts.left_out
+        ]
+        return {
+            "mountpoint": str(self.mountpoint),
+            "pid": os.getpid(),
+            "sources": [
+                {"name": s.name, "path": s.template, "own": s.own} for s in self.config.sources
+            ],
+            "projects_listed": len(self.catalog.slugs()),
+            "projects_loaded": len(projects),
+            "files": sum(len(p.tree) for p in projects.values()),
+            "left_out": left_out,
+            "requests": dict(self.stats.requests),
+            "requests_total": sum(self.stats.requests.values()),
+            "invalidations": self.stats.invalidations,
+            "invalidation_errors": self.stats.invalidation_errors,
+            "commits": self.stats.commits,
+            "inodes": len(self._key_by_ino),
+            "open_handles": len(self._handles),
+        }
+
+    @_oserror_to_fuse
+    async def getxattr(self, inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> bytes:
+        # Not counted: reading the counters must not change them.
+        if inode == ROOT_INODE and name == STATUS_XATTR:
+            return json.dumps(self.status(), sort_keys=True).encode()
+        raise _err(errno.ENODATA)
+
+    async def listxattr(self, inode: int, ctx: pyfuse3.RequestContext) -> list[bytes]:
+        return [STATUS_XATTR] if inode == ROOT_INODE else []
+
+    async def statfs(self, ctx: pyfuse3.RequestContext) -> pyfuse3.StatvfsData:
+        self._count("statfs")
+        own = self.config.own or self.config.sources[0]
+        data = pyfuse3.StatvfsData()
+        try:
+            st = os.statvfs(own.root)
+        except OSError:
+            st = os.statvfs("/")
+        for attr in ("f_bsize", "f_frsize", "f_blocks", "f_bfree", "f_bavail"):
+            setattr(data, attr, getattr(st, attr))
+        data.f_files = st.f_files
+        data.f_ffree = st.f_ffree
+        data.f_favail = st.f_favail
+        data.f_namemax = sources.NAME_MAX
+        return data
+
+    # --- writing ---------------------------------------------------------------------
+
+    def _writable(self, key: Key) -> staging.Place:
+        """The own folder holding ``key``'s parent, or the errno SPEC 7.4 names."""
+        slug, path = key
+        if path == PREAMBLE or _in_history(path) or key == HERE_KEY:
+            raise _err(errno.EACCES)
+        place = self.catalog.own_place(slug)
+        if place is None:
+            raise _err(errno.EROFS)
+        folder, _ = parent_of(path)
+        return place.below(*sources.split(folder))
+
+    def _stage_of_inode(self, inode: int) -> Handle | None:
+        for handle in self._handles.values():
+            if handle.ino == inode and handle.stage is not None:
+                return handle
+        return None
+
+    async def _open_for_write(
+        self, inode: int, key: Key, project: Project, leaf: Leaf, flags: int
+    ) -> pyfuse3.FileInfo:
+        place = self._writable(key)
+        if leaf.kind not in (Kind.FILE, Kind.MEMORY):
+            raise _err(errno.EACCES)
+        _, name = parent_of(key[1])
+        initial = None if flags & os.O_TRUNC else self._head_fd(project, leaf)
+        try:
+            stage = await trio.to_thread.run_sync(
+                lambda: staging.Stage(place, name, initial_fd=initial, mode=staging.FILE_MODE)
+            )
+        finally:
+            if initial is not None:
+                os.close(initial)
+        handle = Handle(inode, key, leaf, stage=stage, keeps_history=True)
+        # `> file` empties the file even if nothing is written; but a shell closes a dup of
+        # the descriptor (a flush) before writing, so the bare truncation is committed only
+        # at release, and readers never see the empty in-between file.
+        handle.truncated = bool(flags & os.O_TRUNC)
+        return pyfuse3.FileInfo(fh=self._add_handle(handle), keep_cache=True)
+
+    def _head_fd(self, project: Project, leaf: Leaf) -> int:
+        if leaf.kind is Kind.MEMORY:
+            # Editing the union starts from what the reader saw: the union becomes the own
+            # source's MEMORY.md, so no topic linked elsewhere is lost.
+            return _memory_fd(project.memory_index())
+        assert leaf.version is not None
+        return project.open_fd(leaf.version)
+
+    @_oserror_to_fuse
+    async def create(
+        self, parent_inode: int, name: bytes, mode: int, flags: int, ctx: pyfuse3.RequestContext
+    ) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
+        self._count("create")
+        key = self._child_key(parent_inode, name)
+        if parent_inode == ROOT_INODE:
+            raise _err(errno.EACCES)  # the root holds projects only
+        place = self._writable(key)
+        project = self._project(key[0])
+        if project.tree.is_dir(key[1]):
+            raise _err(errno.EISDIR)
+        text = parent_of(key[1])[1]
+        file_mode = stat.S_IMODE(mode) & ~ctx.umask or staging.FILE_MODE
+        stage = await trio.to_thread.run_sync(
+            lambda: staging.Stage(place, text, initial_fd=None, mode=file_mode)
+        )
+        stage.dirty = True  # an empty new file is still a file
+        ino = self._ino(key)
+        handle = Handle(ino, key, None, stage=stage)
+        fh = self._add_handle(handle)
+        # Commit now so the name exists for every other process at once, as with open(O_CREAT);
+        # later writes re-stage, so readers still never see a partial file.
+        await self._commit(handle)
+        attrs = self._attrs(ino, key)
+        self._lookups[ino] += 1
+        return pyfuse3.FileInfo(fh=fh, keep_cache=True), attrs
+
+    @_oserror_to_fuse
+    async def write(self, fh: int, off: int, buf: bytes) -> int:
+        self._count("write")
+        handle = self._handles[fh]
+        if handle.stage is None:
+            raise _err(errno.EBADF)
+        return handle.stage.write(off, buf)
+
+    async def _commit(self, handle: Handle) -> None:
+        """flush/fsync: make the staged bytes the target, atomically (SPEC 7.1)."""
+        stage = handle.stage
+        assert stage is not None
+        if not stage.dirty:
+            return
+        slug, path = handle.key
+        name = parent_of(path)[1]
+        keep_as = None
+        if handle.keeps_history and preamble.is_handoff(name) and self.config.own is not None:
+            keep_as = f"{HISTORY}/{path}/{self.config.own.name}"
+        keep_last = self.config.limits.handoff_versions
+        async with self._commit_lock:
+            await trio.to_thread.run_sync(lambda: stage.commit(keep_as, keep_last))
+        handle.keeps_history = False
+        handle.truncated = False
+        self.stats.commits += 1
+        project = self._project(slug)
+        self._sync_own(project, path)
+        if keep_as is not None:
+            self._sync_own_folder(project, keep_as.rpartition("/")[0])
+        self._publish(project)
+
+    # --- keeping the view and the kernel true after a change -------------------------
+
+    def own_origin(self, project: Project) -> int:
+        """The own source's canonical folder in ``project``, registered if new."""
+        place = self.catalog.own_place(project.slug)
+        own = self.config.own_index
+        assert place is not None
+        assert own is not None
+        origin = Origin(own, place.root, place.parts)
+        found = project.origin_index(origin)
+        if found is None:
+            found = project.add_origin(origin)
+            self.catalog.folder_added(own, project.slug)
+        return found
+
+    def _sync_own(self, project: Project, path: str) -> None:
+        """Re-read one path of the own folder after memfs changed it."""
+        i = self.own_origin(project)
+        origin = project.origins[i]
+        found = sources.stat_file(
+            origin.root, origin.parts, path, self.config.limits.max_file_bytes
+        )
+        if found is None:
+            project.drop_version(i, path)
+        else:
+            project.set_version(i, found)
+
+    def _sync_own_folder(self, project: Project, folder: str) -> None:
+        i = self.own_origin(project)
+        origin = project.origins[i]
+        scan = sources.scan(
+            origin.root, (*origin.parts, *sources.split(folder)), self.config.limits.max_file_bytes
+        )
+        present = {f"{folder}/{f.path}" for f in scan.files}
+        for v in [v for v in project.versions_under(folder) if v.origin == i]:
+            if v.path not in present:
+                project.drop_version(i, v.path)
+        for f in scan.files:
+            project.set_version(i, sources.FileStat(f"{folder}/{f.path}", f.size, f.mtime_ns))
+        for d in scan.dirs:
+            project.set_dir(i, f"{folder}/{d}", present=True)
+        if scan.exists:
+            for step in _steps(folder):
+                project.set_dir(i, step, present=True)
+
+    def publish_all(self) -> None:
+        for project in list(self.catalog.loaded().values()):
+            self._publish(project)
+
+    def _publish(self, project: Project) -> None:
+        """Queue what the kernel must forget about ``project``'s changed view paths."""
+        changes = project.tree.changes
+        if not changes:
+            return
+        slug = project.slug
+        for path in changes:
+            parent, name = parent_of(path)
+            parent_ino = self._ino_by_key.get((slug, parent))
+            if parent_ino is not None:
+                self.invalidator.entry(parent_ino, name)
+            ino = self._ino_by_key.get((slug, path))
+            if ino is not None:
+                self.invalidator.inode(ino)
+        changes.clear()
+        # Derived files change with any of their inputs.
+        for derived in (PREAMBLE, MEMORY):
+            ino = self._ino_by_key.get((slug, derived))
+            if ino is not None:
+                self.invalidator.inode(ino)
+
+    # The watcher's Listener protocol.
+    def project_changed(self, project: Project) -> None:
+        self._publish(project)
+
+    def root_changed(self, slug: str) -> None:
+        self.publish_root(slug)
+
+    def publish_root(self, slug: str) -> None:
+        """A project appeared or vanished at the root."""
+        self.invalidator.entry(ROOT_INODE, slug)
+        ino = self._ino_by_key.get((slug, ""))
+        if ino is not None:
+            self.invalidator.inode(ino)
+
+
+def _memory_fd(data: bytes) -> int:
+    """A readable descriptor over bytes (memfd), to seed a stage from the MEMORY.md union."""
+    fd = os.memfd_create("memfs-memory", os.MFD_CLOEXEC)
+    os.pwrite(fd, data, 0)
+    return fd
+
+
+def _in_history(path: str) -> bool:
+    return path == HISTORY or path.startswith(HISTORY + "/")
+
+
+def _parent_key(key: Key) -> Key:
+    slug, path = key
+    if not path:
+        return ROOT_KEY
+    return (slug, parent_of(path)[0])
+
+
+def _steps(folder: str) -> Iterator[str]:
+    parts = sources.split(folder)
+    for i in range(1, len(parts) + 1):
+        yield "/".join(parts[:i])

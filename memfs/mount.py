@@ -1,0 +1,227 @@
+"""Mounting: FUSE init, the trio main loop, signals, sd_notify, stale mounts, background mode.
+
+SPEC 8, 9. Knows pyfuse3 and trio. The contract with systemd and with `memfs mount`:
+READY=1 is sent only once the mount answers a real stat through the kernel; SIGTERM and
+SIGINT unmount cleanly and exit 0; a crash leaves the mount dead (ENOTCONN) rather than an
+empty folder an agent might refill.
+"""
+
+from __future__ import annotations
+
+import errno
+import faulthandler
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import pyfuse3
+import trio
+
+from memfs import notify, sources, staging
+from memfs.config import Config, ConfigError, check_mount
+from memfs.fs import MemFS
+from memfs.watch import Watcher
+
+log = logging.getLogger(__name__)
+
+FUSERMOUNT = "fusermount3"
+
+
+class MountError(Exception):
+    """A mount that cannot start: one line naming the cause and the fix."""
+
+
+def is_stale(mountpoint: Path) -> bool:
+    try:
+        os.stat(mountpoint)
+    except OSError as exc:
+        return exc.errno == errno.ENOTCONN
+    return False
+
+
+def is_mounted(mountpoint: Path) -> bool:
+    return os.path.ismount(mountpoint)
+
+
+def unmount(mountpoint: Path, *, lazy: bool = False) -> None:
+    """fusermount3 -u (or -uz); raises MountError with its message."""
+    args = [FUSERMOUNT, "-uz" if lazy else "-u", str(mountpoint)]
+    try:
+        done = subprocess.run(args, capture_output=True, text=True, check=False)
+    except FileNotFoundError:
+        raise MountError(f"{FUSERMOUNT} not found; install the fuse3 package") from None
+    if done.returncode != 0:
+        why = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "failed"
+        raise MountError(f"cannot unmount {mountpoint}: {why}")
+
+
+def prepare(config: Config, mountpoint: Path) -> Path:
+    """Check and ready the mountpoint: containment, stale mounts, existence."""
+    mountpoint = Path(os.path.abspath(mountpoint))
+    check_mount(config, mountpoint)
+    if is_stale(mountpoint):
+        log.warning("clearing stale mount at %s", mountpoint)
+        unmount(mountpoint, lazy=True)
+    if is_mounted(mountpoint):
+        raise MountError(
+            f"{mountpoint} is already a mount point; run 'memfs umount {mountpoint}' first"
+        )
+    try:
+        mountpoint.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise MountError(f"cannot create mountpoint {mountpoint}: {exc.strerror}") from None
+    if not mountpoint.is_dir():
+        raise MountError(f"mountpoint {mountpoint} is not a folder; choose a folder")
+    if not os.path.exists("/dev/fuse"):
+        raise MountError("/dev/fuse is missing; load the fuse module (modprobe fuse)")
+    return mountpoint
+
+
+def fuse_options(extra: Sequence[str], debug: bool) -> set[str]:
+    options = set(pyfuse3.default_options)  # default_permissions
+    options |= {"fsname=memfs", "subtype=memfs"}
+    for item in extra:
+        options |= {o.strip() for o in item.split(",") if o.strip()}
+    if debug:
+        options.add("debug")
+    return options
+
+
+def run_foreground(
+    config: Config, mountpoint: Path, options: Sequence[str] = (), debug: bool = False
+) -> int:
+    """Mount and serve until unmounted or signalled; returns the exit code."""
+    mountpoint = prepare(config, mountpoint)
+    faulthandler.register(signal.SIGUSR1)
+    ops = MemFS(config, mountpoint)
+    try:
+        pyfuse3.init(ops, str(mountpoint), fuse_options(options, debug))
+    except RuntimeError as exc:
+        raise MountError(f"cannot mount {mountpoint}: {exc}") from None
+    try:
+        trio.run(_serve, ops, mountpoint)
+    except BaseException:
+        # Leave the mount dead (ENOTCONN) rather than an empty folder an agent might refill.
+        log.exception("memfs crashed; the mount is left dead until 'memfs umount'")
+        pyfuse3.close(unmount=False)
+        raise
+    notify.notify(notify.STOPPING)
+    pyfuse3.close(unmount=True)
+    return 0
+
+
+async def _serve(ops: MemFS, mountpoint: Path) -> None:
+    watcher = Watcher(ops.catalog, ops)
+    ops.watcher = watcher
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(ops.invalidator.run)
+            nursery.start_soon(watcher.run)
+            nursery.start_soon(_signals, nursery.cancel_scope)
+            nursery.start_soon(_announce_ready, ops, mountpoint)
+            await pyfuse3.main()
+            nursery.cancel_scope.cancel()
+    finally:
+        watcher.close()
+
+
+async def _signals(scope: trio.CancelScope) -> None:
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as received:
+        async for signum in received:
+            log.info("received %s; unmounting", signal.Signals(signum).name)
+            notify.notify(notify.STOPPING)
+            pyfuse3.terminate()
+            return
+
+
+async def _announce_ready(ops: MemFS, mountpoint: Path) -> None:
+    """READY=1 once a stat through the kernel is answered by this very loop."""
+    await trio.to_thread.run_sync(os.stat, mountpoint)
+    config = ops.config
+    own = config.own.name if config.own else "none (read-only)"
+    status = f"STATUS=serving {len(config.sources)} sources (own: {own}) at {mountpoint}"
+    notify.notify(f"{notify.READY}\n{status}")
+    log.info("memfs ready at %s", mountpoint)
+    await trio.to_thread.run_sync(_sweep_stale_stages, config)
+
+
+def _sweep_stale_stages(config: Config) -> None:
+    """Remove temp files a crashed memfs left in the own source (SPEC 7.5)."""
+    own = config.own
+    if own is None:
+        return
+    removed = 0
+    for name in sources.list_slug_folders(own.root):
+        place = staging.Place(own.root, (name, *own.tail))
+        removed += _sweep_place(place)
+    if removed:
+        log.warning("removed %d temp files left by an earlier crash", removed)
+
+
+def _sweep_place(place: staging.Place) -> int:
+    try:
+        fd = staging.open_dir(place, create=False)
+    except OSError:
+        return 0
+    try:
+        stale = [n for n in os.listdir(fd) if n.startswith(sources.STAGE_PREFIX)]
+        subdirs = [
+            e.name
+            for e in os.scandir(fd)
+            if e.is_dir(follow_symlinks=False) and sources.valid_name(e.name)
+        ]
+    finally:
+        os.close(fd)
+    removed = staging.remove_stale(place, stale)
+    for sub in subdirs:
+        removed += _sweep_place(place.below(sub))
+    return removed
+
+
+def start_background(argv: Sequence[str], state_dir: Path, timeout: float = 30.0) -> int:
+    """Run ``memfs mount --foreground`` detached; return once it reports READY=1.
+
+    The child reports through the same sd_notify datagram systemd would read.
+    """
+    state_dir.mkdir(parents=True, exist_ok=True)
+    log_path = state_dir / "memfs.log"
+    with tempfile.TemporaryDirectory(prefix="memfs-ready-") as tmp:
+        sock_path = os.path.join(tmp, "notify")
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
+        sock.bind(sock_path)
+        env = dict(os.environ, NOTIFY_SOCKET=sock_path)
+        with open(log_path, "ab") as log_file:
+            child = subprocess.Popen(
+                [sys.executable, "-m", "memfs", *argv],
+                stdin=subprocess.DEVNULL,
+                stdout=log_file,
+                stderr=log_file,
+                env=env,
+                start_new_session=True,
+            )
+        deadline = time.monotonic() + timeout
+        sock.settimeout(0.2)
+        try:
+            while time.monotonic() < deadline:
+                try:
+                    message = sock.recv(4096).decode(errors="replace")
+                except TimeoutError:
+                    message = ""
+                if "READY=1" in message.split("\n"):
+                    return child.pid
+                if child.poll() is not None:
+                    raise MountError(f"memfs exited with {child.returncode}; see {log_path}")
+        finally:
+            sock.close()
+    child.terminate()
+    raise MountError(f"memfs did not become ready within {timeout:.0f}s; see {log_path}")
+
+
+__all__ = ["ConfigError", "MountError", "prepare", "run_foreground", "start_background"]
