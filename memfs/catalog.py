@@ -16,7 +16,7 @@ from pathlib import Path
 from sortedcontainers import SortedDict
 
 from memfs import slug as slugs
-from memfs import sources, staging
+from memfs import sources, staging, state
 from memfs.config import Config
 from memfs.project import Origin, Project
 
@@ -63,7 +63,9 @@ class Catalog:
         folders = self._listing().get(slug)
         if not folders:
             return None
-        project = Project(slug, self.config, (self._origin(s, n) for s, n in sorted(folders)))
+        origins = [self._origin(s, n) for s, n in sorted(folders)]
+        whiteouts = state.load_whiteouts(self.config.state_dir, slug)
+        project = Project(slug, self.config, origins, whiteouts)
         self._projects[slug] = project
         return project
 

@@ -29,11 +29,11 @@ from typing import Any, ParamSpec, TypeVar
 import pyfuse3
 import trio
 
-from memfs import preamble, sources, staging
+from memfs import preamble, sources, staging, state
 from memfs import slug as slugs
 from memfs.catalog import Catalog
 from memfs.config import Config
-from memfs.project import HISTORY, MEMORY, PREAMBLE, Kind, Leaf, Origin, Project
+from memfs.project import HISTORY, MEMORY, PREAMBLE, Kind, Leaf, Origin, Project, Version
 from memfs.tree import parent_of
 from memfs.watch import Watcher
 
@@ -558,14 +558,15 @@ class MemFS(pyfuse3.Operations):
         if leaf.kind not in (Kind.FILE, Kind.MEMORY):
             raise _err(errno.EACCES)
         _, name = parent_of(key[1])
-        initial = None if flags & os.O_TRUNC else self._head_fd(project, leaf)
+        head = self._head_fd(project, leaf)
         try:
+            mode = _mode_of(head, leaf)
+            initial = None if flags & os.O_TRUNC else head
             stage = await trio.to_thread.run_sync(
-                lambda: staging.Stage(place, name, initial_fd=initial, mode=staging.FILE_MODE)
+                lambda: staging.Stage(place, name, initial_fd=initial, mode=mode)
             )
         finally:
-            if initial is not None:
-                os.close(initial)
+            os.close(head)
         handle = Handle(inode, key, leaf, stage=stage, keeps_history=True)
         # `> file` empties the file even if nothing is written; but a shell closes a dup of
         # the descriptor (a flush) before writing, so the bare truncation is committed only
@@ -624,21 +625,409 @@ class MemFS(pyfuse3.Operations):
         if not stage.dirty:
             return
         slug, path = handle.key
-        name = parent_of(path)[1]
-        keep_as = None
-        if handle.keeps_history and preamble.is_handoff(name) and self.config.own is not None:
-            keep_as = f"{HISTORY}/{path}/{self.config.own.name}"
-        keep_last = self.config.limits.handoff_versions
+        keep = self._keep_for(slug, path) if handle.keeps_history else None
         async with self._commit_lock:
-            await trio.to_thread.run_sync(lambda: stage.commit(keep_as, keep_last))
+            await trio.to_thread.run_sync(lambda: stage.commit(keep))
         handle.keeps_history = False
         handle.truncated = False
         self.stats.commits += 1
         project = self._project(slug)
         self._sync_own(project, path)
-        if keep_as is not None:
-            self._sync_own_folder(project, keep_as.rpartition("/")[0])
+        if keep is not None:
+            self._sync_own_folder(project, f"{HISTORY}/{path}")
         self._publish(project)
+
+    def _keep_for(self, slug: str, path: str) -> staging.Keep | None:
+        """Handoffs keep the version a write replaces (SPEC 7.2), in the own source."""
+        own = self.config.own
+        place = self.catalog.own_place(slug)
+        if own is None or place is None or not preamble.is_handoff(parent_of(path)[1]):
+            return None
+        folder = place.below(HISTORY, *sources.split(path))
+        return staging.Keep(folder, own.name, self.config.limits.handoff_versions)
+
+    # --- changing names and attributes (SPEC 7.3) --------------------------------------
+
+    def _own_place_of(self, project: Project, v: Version) -> staging.Place | None:
+        """The writable folder holding own version ``v``, or None for a read-only one."""
+        origin = project.origins[v.origin]
+        if origin.source != self.config.own_index:
+            return None
+        folder, _ = parent_of(v.path)
+        return staging.Place(origin.root, (*origin.parts, *sources.split(folder)))
+
+    def _file_leaf(self, project: Project, path: str) -> Leaf:
+        leaf = project.tree.leaf(path)
+        if leaf is None:
+            raise _err(errno.EISDIR if project.tree.is_dir(path) else errno.ENOENT)
+        if leaf.kind not in (Kind.FILE, Kind.MEMORY):
+            raise _err(errno.EACCES)
+        return leaf
+
+    @_oserror_to_fuse
+    async def setattr(
+        self,
+        inode: int,
+        attr: pyfuse3.EntryAttributes,
+        fields: pyfuse3.SetattrFields,
+        fh: int | None,
+        ctx: pyfuse3.RequestContext,
+    ) -> pyfuse3.EntryAttributes:
+        self._count("setattr")
+        key = self._key(inode)
+        if fields.update_uid or fields.update_gid:
+            raise _err(errno.EPERM)
+        slug, path = key
+        if not path:
+            raise _err(errno.EPERM)  # the root and project folders are memfs's own
+        place = self._writable(key)
+        mode = attr.st_mode if fields.update_mode else None
+        size = attr.st_size if fields.update_size else None
+        times = self._times(attr, fields)
+        handle = self._handles.get(fh) if fh is not None else None
+        project = self._project(slug)
+        if handle is not None and handle.stage is not None:
+            self._stage_attrs(handle.stage, mode, size, times)
+            attrs = self._attrs(inode, key)
+            attrs.st_size = handle.stage.size()
+            return attrs
+        if project.tree.is_dir(path):
+            await self._dir_attrs_change(project, path, mode, times, size)
+        else:
+            await self._file_attrs_change(project, key, place, mode, size, times)
+        self._publish(project)
+        return self._attrs(inode, key)
+
+    def _times(
+        self, attr: pyfuse3.EntryAttributes, fields: pyfuse3.SetattrFields
+    ) -> tuple[int, int] | None:
+        if not (fields.update_atime or fields.update_mtime):
+            return None
+        now = time.time_ns()
+        atime = attr.st_atime_ns if fields.update_atime else now
+        mtime = attr.st_mtime_ns if fields.update_mtime else now
+        return (atime, mtime)
+
+    def _stage_attrs(
+        self,
+        stage: staging.Stage,
+        mode: int | None,
+        size: int | None,
+        times: tuple[int, int] | None,
+    ) -> None:
+        if size is not None:
+            stage.truncate(size)
+        if mode is not None:
+            stage.chmod(mode)
+        if times is not None:
+            os.utime(stage.fd, ns=times)
+            stage.dirty = True
+
+    async def _dir_attrs_change(
+        self,
+        project: Project,
+        path: str,
+        mode: int | None,
+        times: tuple[int, int] | None,
+        size: int | None,
+    ) -> None:
+        if size is not None:
+            raise _err(errno.EISDIR)
+        own = self.own_origin(project)
+        if own not in project.dir_holders(path):
+            raise _err(errno.EPERM)  # a folder only a read-only source has
+        origin = project.origins[own]
+        folder, name = parent_of(path)
+        place = staging.Place(origin.root, (*origin.parts, *sources.split(folder)))
+        staging.set_attrs(place, name, mode=mode, times_ns=times)
+
+    async def _file_attrs_change(
+        self,
+        project: Project,
+        key: Key,
+        place: staging.Place,
+        mode: int | None,
+        size: int | None,
+        times: tuple[int, int] | None,
+    ) -> None:
+        path = key[1]
+        leaf = self._file_leaf(project, path)
+        assert leaf.version is not None
+        own_place = self._own_place_of(project, leaf.version)
+        name = parent_of(path)[1]
+        if own_place is not None and leaf.kind is Kind.FILE:
+            await trio.to_thread.run_sync(
+                lambda: staging.set_attrs(own_place, name, mode=mode, times_ns=times, size=size)
+            )
+            self._sync_origin_path(project, leaf.version.origin, path)
+            return
+        # Copy-up: the head lives in a read-only source (or is the union): the own source
+        # gets a changed copy, committed atomically, and the original stays untouched.
+        initial = self._head_fd(project, leaf)
+        try:
+            stage = staging.Stage(place, name, initial_fd=initial, mode=_mode_of(initial, leaf))
+        finally:
+            os.close(initial)
+        try:
+            old_mtime = leaf.version.mtime_ns
+            self._stage_attrs(stage, mode, size, times or (old_mtime, old_mtime))
+            await trio.to_thread.run_sync(stage.commit)
+        finally:
+            stage.abort()
+        self._sync_own(project, path)
+
+    @_oserror_to_fuse
+    async def unlink(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
+        self._count("unlink")
+        key = self._child_key(parent_inode, name)
+        if parent_inode == ROOT_INODE:
+            raise _err(errno.EPERM)
+        self._writable(key)
+        project = self._project(key[0])
+        path = key[1]
+        self._file_leaf(project, path)
+        await self._remove_everywhere(project, path)
+        self._publish(project)
+
+    async def _remove_everywhere(self, project: Project, path: str) -> None:
+        """Remove the own copies of ``path``; hide the read-only ones with whiteouts."""
+        name = parent_of(path)[1]
+        for v in project.versions(path):
+            place = self._own_place_of(project, v)
+            if place is not None:
+                await trio.to_thread.run_sync(staging.unlink, place, name)
+                self._sync_origin_path(project, v.origin, path)
+        if project.whiteout(path):
+            self._save_whiteouts(project)
+
+    def _save_whiteouts(self, project: Project) -> None:
+        state.save_whiteouts(self.config.state_dir, project.slug, project.whiteouts)
+
+    @_oserror_to_fuse
+    async def mkdir(
+        self, parent_inode: int, name: bytes, mode: int, ctx: pyfuse3.RequestContext
+    ) -> pyfuse3.EntryAttributes:
+        self._count("mkdir")
+        key = self._child_key(parent_inode, name)
+        if parent_inode == ROOT_INODE:
+            project = self._new_project(key[0])
+        else:
+            place = self._writable(key)
+            project = self._project(key[0])
+            path = key[1]
+            if project.tree.leaf(path) is not None or project.tree.is_dir(path):
+                raise _err(errno.EEXIST)
+            own = self.own_origin(project)
+            if own in project.dir_holders(path):
+                # A whiteout hid it; the user wants it back.
+                project.set_whiteouts(w for w in project.whiteouts if w[0] != path)
+                self._save_whiteouts(project)
+            else:
+                await trio.to_thread.run_sync(
+                    staging.mkdir, place, parent_of(path)[1], stat.S_IMODE(mode) & ~ctx.umask
+                )
+                project.set_dir(own, path, present=True)
+            self._publish(project)
+        ino = self._ino(key)
+        self._lookups[ino] += 1
+        return self._attrs(ino, key)
+
+    def _new_project(self, slug: str) -> Project:
+        """mkdir at the root: a new project in the own source, named by its canonical slug."""
+        if self.config.own is None:
+            raise _err(errno.EROFS)
+        if slug == HERE or not slug.startswith("-") or slugs.canonical_slug(slug) != slug:
+            raise _err(errno.EINVAL)  # only canonical slugs live at the root
+        if self.catalog.has(slug):
+            raise _err(errno.EEXIST)
+        project = self.catalog.create(slug)
+        self.publish_root(slug)
+        return project
+
+    @_oserror_to_fuse
+    async def rmdir(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
+        self._count("rmdir")
+        key = self._child_key(parent_inode, name)
+        if parent_inode == ROOT_INODE:
+            raise _err(errno.EPERM)  # projects are removed in their sources, not here
+        self._writable(key)
+        project = self._project(key[0])
+        path = key[1]
+        children = project.tree.children(path)
+        if children is None:
+            raise _err(errno.ENOTDIR if project.tree.leaf(path) else errno.ENOENT)
+        if len(children):
+            raise _err(errno.ENOTEMPTY)
+        folder, leafname = parent_of(path)
+        for i in sorted(project.dir_holders(path)):
+            origin = project.origins[i]
+            if origin.source == self.config.own_index:
+                place = staging.Place(origin.root, (*origin.parts, *sources.split(folder)))
+                await trio.to_thread.run_sync(staging.rmdir, place, leafname)
+                project.set_dir(i, path, present=False)
+        if project.whiteout(path):
+            self._save_whiteouts(project)
+        self._publish(project)
+
+    @_oserror_to_fuse
+    async def rename(
+        self,
+        parent_inode_old: int,
+        name_old: bytes,
+        parent_inode_new: int,
+        name_new: bytes,
+        flags: int,
+        ctx: pyfuse3.RequestContext,
+    ) -> None:
+        self._count("rename")
+        if flags & RENAME_EXCHANGE:
+            raise _err(errno.EINVAL)  # an atomic swap across sources cannot be promised
+        src = self._child_key(parent_inode_old, name_old)
+        dst = self._child_key(parent_inode_new, name_new)
+        if ROOT_INODE in (parent_inode_old, parent_inode_new):
+            raise _err(errno.EPERM)
+        if src[0] != dst[0]:
+            raise _err(errno.EXDEV)  # projects are separate folders
+        src_place, dst_place = self._writable(src), self._writable(dst)
+        project = self._project(src[0])
+        src_path, dst_path = src[1], dst[1]
+        self._check_rename_target(project, src_path, dst_path, flags)
+        if project.tree.is_dir(src_path):
+            await self._rename_dir(project, src_path, dst_path, src_place, dst_place)
+        else:
+            await self._rename_file(project, src_path, dst_path, dst_place)
+        self._move_inodes(src, dst)
+        self._publish(project)
+
+    def _check_rename_target(self, project: Project, src: str, dst: str, flags: int) -> None:
+        tree = project.tree
+        if tree.leaf(src) is None and not tree.is_dir(src):
+            raise _err(errno.ENOENT)
+        if src == dst:
+            return
+        dst_exists = tree.leaf(dst) is not None or tree.is_dir(dst)
+        if flags & RENAME_NOREPLACE and dst_exists:
+            raise _err(errno.EEXIST)
+        if tree.is_dir(src):
+            if dst.startswith(src + "/"):
+                raise _err(errno.EINVAL)
+            if tree.leaf(dst) is not None:
+                raise _err(errno.ENOTDIR)
+            children = tree.children(dst)
+            if children is not None and len(children):
+                raise _err(errno.ENOTEMPTY)
+        elif tree.is_dir(dst):
+            raise _err(errno.EISDIR)
+        elif tree.leaf(src) is not None:
+            self._file_leaf(project, src)
+
+    async def _rename_file(
+        self, project: Project, src: str, dst: str, dst_place: staging.Place
+    ) -> None:
+        if src == dst:
+            return
+        leaf = self._file_leaf(project, src)
+        assert leaf.version is not None
+        dst_name = parent_of(dst)[1]
+        keep = self._keep_for(project.slug, dst)
+        own_place = self._own_place_of(project, leaf.version)
+        if own_place is not None and leaf.kind is Kind.FILE:
+            src_name = parent_of(src)[1]
+            async with self._commit_lock:
+                await trio.to_thread.run_sync(
+                    lambda: staging.rename(
+                        own_place,
+                        src_name,
+                        dst_place,
+                        dst_name,
+                        keep=keep,
+                    )
+                )
+            self._sync_origin_path(project, leaf.version.origin, src)
+        else:
+            # Copy-up: the own source gets the head's bytes (and mtime) under the new name.
+            initial = self._head_fd(project, leaf)
+            try:
+                stage = staging.Stage(
+                    dst_place, dst_name, initial_fd=initial, mode=_mode_of(initial, leaf)
+                )
+            finally:
+                os.close(initial)
+            try:
+                stage.dirty = True
+                mtime = leaf.version.mtime_ns
+                os.utime(stage.fd, ns=(mtime, mtime))
+                async with self._commit_lock:
+                    await trio.to_thread.run_sync(lambda: stage.commit(keep))
+            finally:
+                stage.abort()
+        self._sync_own(project, dst)
+        if keep is not None:
+            self._sync_own_folder(project, f"{HISTORY}/{dst}")
+        # The old name must vanish: own copies went with the rename; hide the rest.
+        await self._remove_everywhere(project, src)
+
+    async def _rename_dir(
+        self,
+        project: Project,
+        src: str,
+        dst: str,
+        src_place: staging.Place,
+        dst_place: staging.Place,
+    ) -> None:
+        if src == dst:
+            return
+        own = self.own_origin(project)
+        inside = project.versions_under(src)
+        holders = {
+            i
+            for p in project.folders()
+            if p == src or p.startswith(src + "/")
+            for i in project.dir_holders(p)
+        }
+        if any(v.origin != own for v in inside) or holders - {own}:
+            # Other sources hold part of it: let `mv` fall back to copy and delete, which
+            # works through memfs file by file (as on overlayfs).
+            raise _err(errno.EXDEV)
+        src_name, dst_name = parent_of(src)[1], parent_of(dst)[1]
+        await trio.to_thread.run_sync(
+            lambda: staging.rename(src_place, src_name, dst_place, dst_name)
+        )
+        project.rescan(own)
+
+    def _move_inodes(self, src: Key, dst: Key) -> None:
+        """The kernel moved its entry: the inode at ``src`` (and below) now lives at ``dst``."""
+        slug, src_path = src
+        dst_path = dst[1]
+        moved = {
+            key: ino
+            for key, ino in self._ino_by_key.items()
+            if key[0] == slug and (key[1] == src_path or key[1].startswith(src_path + "/"))
+        }
+        for key in moved:
+            del self._ino_by_key[key]
+        replaced = self._ino_by_key.pop(dst, None)
+        if replaced is not None:
+            self._key_by_ino.pop(replaced, None)
+        for (_, path), ino in moved.items():
+            new_key = (slug, dst_path + path[len(src_path) :])
+            self._ino_by_key[new_key] = ino
+            self._key_by_ino[ino] = new_key
+
+    async def symlink(
+        self, parent_inode: int, name: bytes, target: bytes, ctx: pyfuse3.RequestContext
+    ) -> pyfuse3.EntryAttributes:
+        raise _err(errno.EPERM)  # symlinks are never served (SPEC 5.1)
+
+    async def link(
+        self, inode: int, new_parent_inode: int, new_name: bytes, ctx: pyfuse3.RequestContext
+    ) -> pyfuse3.EntryAttributes:
+        raise _err(errno.EPERM)
+
+    async def mknod(
+        self, parent_inode: int, name: bytes, mode: int, rdev: int, ctx: pyfuse3.RequestContext
+    ) -> pyfuse3.EntryAttributes:
+        raise _err(errno.EPERM)
 
     # --- keeping the view and the kernel true after a change -------------------------
 
@@ -657,7 +1046,9 @@ class MemFS(pyfuse3.Operations):
 
     def _sync_own(self, project: Project, path: str) -> None:
         """Re-read one path of the own folder after memfs changed it."""
-        i = self.own_origin(project)
+        self._sync_origin_path(project, self.own_origin(project), path)
+
+    def _sync_origin_path(self, project: Project, i: int, path: str) -> None:
         origin = project.origins[i]
         found = sources.stat_file(
             origin.root, origin.parts, path, self.config.limits.max_file_bytes
@@ -730,6 +1121,13 @@ def _memory_fd(data: bytes) -> int:
     fd = os.memfd_create("memfs-memory", os.MFD_CLOEXEC)
     os.pwrite(fd, data, 0)
     return fd
+
+
+def _mode_of(fd: int, leaf: Leaf) -> int:
+    """The permission bits a new version inherits from the head it replaces."""
+    if leaf.kind is Kind.MEMORY:
+        return staging.FILE_MODE  # the union has no file of its own
+    return stat.S_IMODE(os.fstat(fd).st_mode) or staging.FILE_MODE
 
 
 def _in_history(path: str) -> bool:

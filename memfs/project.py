@@ -34,6 +34,7 @@ PREAMBLE = "PREAMBLE.md"
 MEMORY = "MEMORY.md"
 # Names at a project's root that memfs itself serves; a source file there is history only.
 RESERVED = frozenset({HISTORY, PREAMBLE})
+DIR_WHITEOUT = -1  # the mtime field of a folder's whiteout
 # Bytes read from a file's start to find its frontmatter description.
 DESCRIPTION_BYTES = 2048
 
@@ -96,7 +97,13 @@ def history_stamp(mtime_ns: int) -> str:
 class Project:
     """The merged memory of one canonical slug."""
 
-    def __init__(self, slug: str, config: Config, origins: Iterable[Origin] = ()) -> None:
+    def __init__(
+        self,
+        slug: str,
+        config: Config,
+        origins: Iterable[Origin] = (),
+        whiteouts: Iterable[tuple[str, str, int]] = (),
+    ) -> None:
         self.slug = slug
         self.config = config
         self.origins: list[Origin] = []
@@ -110,7 +117,9 @@ class Project:
         self._heads: dict[str, Version] = {}  # path -> head, for the indices below
         self._by_mtime: SortedKeyList[Version, Any] = SortedKeyList(key=_mtime_key)
         self._handoffs: SortedKeyList[Version, Any] = SortedKeyList(key=_handoff_key)
-        self._whiteouts: set[tuple[str, str, int]] = set()  # (path, source name, mtime_ns)
+        # (path, source name, mtime_ns or DIR_WHITEOUT): read-only versions hidden by unlink
+        self._whiteouts: set[tuple[str, str, int]] = set(whiteouts)
+        self._marked: set[str] = set()  # folders held open in the tree
         self._memory: Rendered | None = None
         self._preamble: Rendered | None = None
         self._descriptions: dict[Version, str | None] = {}
@@ -183,39 +192,59 @@ class Project:
             if not holders:
                 del self._dirs[path]
             return
+        # A folder beats a file of the same path, so it counts at the path itself too. The
+        # order matters: a file demoted by a new folder leaves the tree before the folder is
+        # marked, and a folder is unmarked before the file it hid comes back.
         if present:
             holders.add(i)
-            # A folder beats a file of the same path, so count it at the path itself too.
             self._count_under(path, +1, include_self=True)
-            if len(holders) == 1 and not _hidden(path):
-                self.tree.mark_dir(path)
+            self._sync_mark(path)
         else:
             holders.discard(i)
             if not holders:
                 del self._dirs[path]
-                if not _hidden(path):
-                    self.tree.unmark_dir(path)
+            self._sync_mark(path)
             self._count_under(path, -1, include_self=True)
         self._changed()
 
+    def _sync_mark(self, path: str) -> None:
+        """Show a folder while any holder of it is not whited out."""
+        want = not _hidden(path) and any(
+            (path, self._source_name(i), DIR_WHITEOUT) not in self._whiteouts
+            for i in self._dirs.get(path, ())
+        )
+        if want and path not in self._marked:
+            if self.tree.mark_dir(path):
+                self._marked.add(path)
+        elif not want and path in self._marked:
+            self._marked.discard(path)
+            self.tree.unmark_dir(path)
+
+    def _source_name(self, origin: int) -> str:
+        return self.config.sources[self.origins[origin].source].name
+
     def whiteout(self, path: str) -> list[tuple[str, str, int]]:
-        """Hide every read-only version of ``path``; returns the new whiteout records."""
+        """Hide every read-only version of ``path`` (file or folder); returns new records."""
         own = self.config.own_index
+        found = [(v.origin, v.mtime_ns) for v in self._versions.get(path, {}).values()]
+        found += [(i, DIR_WHITEOUT) for i in self._dirs.get(path, ())]
         added = []
-        for v in self._versions.get(path, {}).values():
-            source = self.origins[v.origin].source
-            if source != own:
-                key = (path, self.config.sources[source].name, v.mtime_ns)
+        for origin, stamp in found:
+            if self.origins[origin].source != own:
+                key = (path, self._source_name(origin), stamp)
                 if key not in self._whiteouts:
                     self._whiteouts.add(key)
                     added.append(key)
         self._refresh(path)
+        self._sync_mark(path)
         return added
 
     def set_whiteouts(self, records: Iterable[tuple[str, str, int]]) -> None:
+        old = self._whiteouts
         self._whiteouts = set(records)
-        for path in {r[0] for r in self._whiteouts}:
+        for path in {r[0] for r in self._whiteouts | old}:
             self._refresh(path)
+            self._sync_mark(path)
 
     @property
     def whiteouts(self) -> set[tuple[str, str, int]]:

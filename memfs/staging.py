@@ -72,6 +72,15 @@ def open_dir(place: Place, *, create: bool) -> int:
     return fd
 
 
+@dataclass(frozen=True)
+class Keep:
+    """Where a replaced version is kept: ``<folder>/<prefix>@<UTC>.md``, the last ``last``."""
+
+    folder: Place
+    prefix: str
+    last: int
+
+
 class Stage:
     """One open-for-write file: a temporary sibling of the target, renamed over it on commit.
 
@@ -106,6 +115,7 @@ class Stage:
             except FileExistsError:
                 continue
         self.temp, self.fd = temp, fd
+        os.fchmod(fd, self.mode)  # the umask must not narrow what the writer asked for
         if initial_fd is not None:
             _copy_fd(initial_fd, fd)
 
@@ -130,17 +140,20 @@ class Stage:
         # handle (a dup'd descriptor closed first) must not edit it in place.
         if not self.temp:
             old = self.fd
+            self.mode = stat.S_IMODE(os.fstat(old).st_mode)  # keep a chmod made since
             self._new_temp(old)
             os.close(old)
 
-    def commit(self, keep_as: str | None = None, keep_last: int = 0) -> os.stat_result | None:
+    def chmod(self, mode: int) -> None:
+        self.mode = stat.S_IMODE(mode)
+        os.fchmod(self.fd, self.mode)
+        self.dirty = True
+
+    def commit(self, keep: Keep | None = None) -> os.stat_result | None:
         """fsync, rename over the target, fsync the folder; None when there was nothing to do.
 
         Args:
-            keep_as: a folder (relative to the project folder's place, '/'-separated) and
-                name prefix under which the replaced version is kept, e.g. for handoffs
-                ``(".history/handoff.md", "work")`` encoded as "…/work". None keeps nothing.
-            keep_last: how many kept versions of this name to leave after pruning.
+            keep: where the replaced version is kept (handoffs); None keeps nothing.
 
         Raises:
             OSError: from fsync or rename: the caller returns it to ``close()``.
@@ -148,8 +161,8 @@ class Stage:
         if not self.dirty or not self.temp:
             return None
         os.fsync(self.fd)
-        if keep_as is not None:
-            keep_version(self.folder, self._dir_fd, self.name, keep_as, keep_last)
+        if keep is not None:
+            keep_version(self._dir_fd, self.name, keep)
         os.rename(self.temp, self.name, src_dir_fd=self._dir_fd, dst_dir_fd=self._dir_fd)
         os.fsync(self._dir_fd)
         self.temp = ""
@@ -178,8 +191,8 @@ def _copy_fd(src: int, dst: int) -> None:
         offset += len(chunk)
 
 
-def keep_version(folder: Place, dir_fd: int, name: str, keep_as: str, keep_last: int) -> None:
-    """Hard-link the current ``name`` (if any) as ``<keep_as>@<UTC>.md`` before it is replaced.
+def keep_version(dir_fd: int, name: str, keep: Keep) -> None:
+    """Hard-link the current ``name`` (if any) into ``keep`` before it is replaced.
 
     A hard link costs no copy and makes the kept version exactly the replaced bytes.
     """
@@ -191,11 +204,9 @@ def keep_version(folder: Place, dir_fd: int, name: str, keep_as: str, keep_last:
         return
     if not stat.S_ISREG(st.st_mode):
         return
-    keep_dir, _, prefix = keep_as.rpartition("/")
-    kept = folder.below(*sources.split(keep_dir))
-    kfd = open_dir(kept, create=True)
+    kfd = open_dir(keep.folder, create=True)
     try:
-        base = f"{prefix}@{history_stamp(st.st_mtime_ns)}"
+        base = f"{keep.prefix}@{history_stamp(st.st_mtime_ns)}"
         for n in range(1, 10_000):
             target = f"{base}.md" if n == 1 else f"{base}~{n}.md"
             try:
@@ -203,7 +214,7 @@ def keep_version(folder: Place, dir_fd: int, name: str, keep_as: str, keep_last:
                 break
             except FileExistsError:
                 continue
-        _prune(kfd, prefix + "@", keep_last)
+        _prune(kfd, keep.prefix + "@", keep.last)
         os.fsync(kfd)
     finally:
         os.close(kfd)
@@ -273,12 +284,25 @@ def rmdir(folder: Place, name: str) -> None:
         os.close(fd)
 
 
-def rename(src: Place, src_name: str, dst: Place, dst_name: str, *, noreplace: bool) -> None:
-    """Rename within the own source, atomically; with ``noreplace``, EEXIST if taken."""
+def rename(
+    src: Place,
+    src_name: str,
+    dst: Place,
+    dst_name: str,
+    *,
+    noreplace: bool = False,
+    keep: Keep | None = None,
+) -> None:
+    """Rename within the own source, atomically; with ``noreplace``, EEXIST if taken.
+
+    ``keep`` keeps the replaced target as history, as `Stage.commit` does.
+    """
     sfd = open_dir(src, create=False)
     try:
         dfd = open_dir(dst, create=True)
         try:
+            if keep is not None:
+                keep_version(dfd, dst_name, keep)
             if noreplace:
                 # renameat2(RENAME_NOREPLACE) is not in os; link+unlink gives the same promise
                 # for regular files on one filesystem.
