@@ -86,7 +86,8 @@ def prepare(config: Config, mountpoint: Path) -> Path:
 
 def fuse_options(extra: Sequence[str], debug: bool) -> set[str]:
     options = set(pyfuse3.default_options)  # default_permissions
-    options |= {"fsname=memfs", "subtype=memfs"}
+    # noatime: otherwise every read makes the kernel ask getattr again at the next open.
+    options |= {"fsname=memfs", "subtype=memfs", "noatime"}
     for item in extra:
         options |= {o.strip() for o in item.split(",") if o.strip()}
     if debug:
