@@ -313,7 +313,10 @@ class MemFS(pyfuse3.Operations):
             key = _parent_key(self._key(parent_inode))
         else:
             key = self._child_key(parent_inode, name)
-        attrs = self._attrs(self._ino(key), key)
+        # Attributes first: a name that does not exist must not take an inode number
+        # (editors and desktops probe many such names).
+        attrs = self._attrs(0, key)
+        attrs.st_ino = self._ino(key)
         self._lookups[attrs.st_ino] += 1
         return attrs
 
@@ -386,9 +389,10 @@ class MemFS(pyfuse3.Operations):
         for pos in range(start_id, len(entries)):
             name, key = entries[pos]
             try:
-                attrs = self._attrs(self._ino(key), key)
+                attrs = self._attrs(0, key)
             except pyfuse3.FUSEError:
                 continue  # vanished since opendir
+            attrs.st_ino = self._ino(key)
             if not pyfuse3.readdir_reply(token, os.fsencode(name), attrs, pos + 1):
                 return
             self._lookups[attrs.st_ino] += 1  # every accepted entry counts as a lookup
