@@ -1,0 +1,540 @@
+"""Tier 1: the PREAMBLE.md renderer and its rules (SPEC 6), as plain functions."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memfs.preamble import (
+    Doc,
+    IndexEntry,
+    PreambleInput,
+    cut_utf8,
+    description,
+    handoff_date,
+    handoff_rank,
+    is_handoff,
+    render,
+    strip_drift_header,
+    water_fill,
+)
+
+PROPS = settings(deadline=None, max_examples=300, database=None)
+
+FILES_AT = "/home/u/memfs/-home-u-proj"
+
+MARKER_RE = re.compile(rb"\[\xe2\x80\xa6 (\d+) more bytes: ([^\]\n]*)\]\n")
+LEFT_OUT_RE = re.compile(rb"\n\[left out: ([^,\n]*), (\d+) bytes: ([^\]\n]*)\]\n")
+
+
+def doc(title: str, body: bytes | str) -> Doc:
+    data = body.encode() if isinstance(body, str) else body
+    return Doc(path=f"{FILES_AT}/{title}", title=title, body=data)
+
+
+def preamble_input(
+    *,
+    handoff: Doc | None = None,
+    index: Doc | None = None,
+    newest: tuple[Doc, ...] = (),
+    rest: tuple[IndexEntry, ...] = (),
+    more: int = 0,
+) -> PreambleInput:
+    return PreambleInput(
+        project="/home/u/proj",
+        files_at=FILES_AT,
+        handoff=handoff,
+        index=index,
+        newest=newest,
+        rest=rest,
+        more=more,
+    )
+
+
+# --- handoff_date, handoff_rank, is_handoff ------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "date"),
+    [
+        ("handoff-cyb_20261101.md", 20261101),
+        ("handoff_20250101_to_20261101.md", 20261101),
+        ("handoff_20261101_then_20250101.md", 20250101),  # last, not largest
+        ("handoff_20261101_20261399.md", 20261101),  # the last *valid* one
+        ("handoff_20261131.md", None),  # November has 30 days
+        ("handoff_20230229.md", None),
+        ("handoff_20240229.md", 20240229),
+        ("handoff_00000101.md", None),
+        ("handoff.md", None),
+        ("handoff-cyb_proj.md", None),
+        ("handoff_20261101120000.md", None),  # a timestamp, not a date
+        ("handoff_2026110.md", None),
+        ("20250101/handoff.md", None),  # only the basename counts
+        ("sub/handoff_20250102.md", 20250102),
+    ],
+)
+def test_handoff_date(name: str, date: int | None) -> None:
+    assert handoff_date(name) == date
+
+
+def test_handoff_rank_dated_beats_undated_then_date_then_mtime() -> None:
+    names = {
+        "handoff-new-undated.md": 9_000,
+        "handoff-old-undated.md": 1_000,
+        "handoff_20250101.md": 8_000,
+        "handoff-a_20261101.md": 2_000,
+        "handoff-b_20261101.md": 3_000,
+    }
+    ranked = sorted(names, key=lambda n: handoff_rank(n, names[n]))
+    assert ranked == [
+        "handoff-old-undated.md",
+        "handoff-new-undated.md",
+        "handoff_20250101.md",
+        "handoff-a_20261101.md",
+        "handoff-b_20261101.md",
+    ]
+
+
+def test_handoff_rank_touch_does_not_win() -> None:
+    # An rsync or a touch makes a stale handoff newest by mtime; its date still loses.
+    assert handoff_rank("handoff_20250101.md", 10**19) < handoff_rank("handoff_20261101.md", 1)
+    assert handoff_rank("handoff.md", 10**19) < handoff_rank("handoff_20000101.md", 0)
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("handoff.md", True),
+        ("handoff-cyberine_proj.md", True),
+        ("sub/handoff_20261101.md", True),
+        ("Handoff.md", False),
+        ("my-handoff.md", False),
+        ("handoff.txt", False),
+        ("handoff.md.tmp.123.456", False),
+        ("handoff/notes.md", False),
+    ],
+)
+def test_is_handoff(name: str, expected: bool) -> None:
+    assert is_handoff(name) is expected
+
+
+# --- strip_drift_header ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        (b"<!-- pi copy of ~/.claude/x.md -->\nbody\n", b"body\n"),
+        (b"<!-- pi copy: CC is canonical -->\n\nbody\n", b"body\n"),
+        (b"<!-- pi copy -->\r\n\r\nbody\r\n", b"body\r\n"),
+        (b"<!--PI COPY-->\nbody\n", b"body\n"),
+        (b"<!-- memfs import -->\nbody\n", b"body\n"),
+        (b"<!-- Imported from work -->\nbody\n", b"body\n"),
+        (b"<!-- copied from x -->\nbody\n", b"body\n"),
+        (b"\xef\xbb\xbf<!-- pi copy -->\nbody\n", b"body\n"),
+        (b"<!-- pi copy\n   CC is canonical until edited in pi\n-->\nbody\n", b"body\n"),
+        (b"<!-- pi copy -->", b""),
+        # Only one blank line goes; the body's own spacing stays.
+        (b"<!-- pi copy -->\n\n\nbody\n", b"\nbody\n"),
+        # Never closed: only the first line is a header.
+        (b"<!-- pi copy\nbody\nmore\n", b"body\nmore\n"),
+        # Closed too far down to be a header: only the first line goes.
+        (b"<!-- copied\n1\n2\n3\n4\n5\n-->\nbody\n", b"1\n2\n3\n4\n5\n-->\nbody\n"),
+    ],
+)
+def test_strip_drift_header(body: bytes, expected: bytes) -> None:
+    assert strip_drift_header(body) == expected
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"<!-- a note of my own -->\nbody\n",
+        b"# Title\n<!-- pi copy -->\n",
+        b" <!-- pi copy -->\nbody\n",
+        b"",
+        b"body only",
+    ],
+)
+def test_strip_drift_header_leaves_other_bodies(body: bytes) -> None:
+    assert strip_drift_header(body) == body
+
+
+# --- description -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("head", "expected"),
+    [
+        (b"---\nname: x\ndescription: Build notes\ntype: project\n---\nbody\n", "Build notes"),
+        (b"---\ndescription: 'It''s quoted'\n---\n", "It's quoted"),
+        (b'---\ndescription: "say \\"hi\\""\n---\n', 'say "hi"'),
+        (b"---\r\ndescription:  spaced   out  \r\n---\r\n", "spaced out"),
+        (b"---\ndescription: plain # a comment\n---\n", "plain"),
+        (b"---\ndescription: >\n  folded\n  over lines\nname: x\n---\n", "folded over lines"),
+        (b"---\ndescription: caf\xc3\xa9 \xf0\x9f\x93\x9d\n---\n", "caf\u00e9 \U0001f4dd"),
+        # The caller reads only the first bytes: an unclosed block still counts.
+        (b"---\nname: x\ndescription: cut short", "cut short"),
+        (b"\xef\xbb\xbf---\ndescription: bom\n---\n", "bom"),
+    ],
+)
+def test_description(head: bytes, expected: str) -> None:
+    assert description(head) == expected
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"",
+        b"no frontmatter\ndescription: x\n",
+        b"---\nname: x\n---\ndescription: after the fence\n",
+        b"---\ndescription:\n---\n",
+        b"---\ndescription: ''\n---\n",
+        b"---\nmeta:\n  description: nested\n---\n",
+        b"# ---\ndescription: x\n",
+    ],
+)
+def test_description_none(head: bytes) -> None:
+    assert description(head) is None
+
+
+@given(st.binary(max_size=300))
+@PROPS
+def test_description_never_raises_and_is_one_line(head: bytes) -> None:
+    text = description(b"---\ndescription: " + head)
+    assert text is None or ("\n" not in text and text == text.strip() and text)
+
+
+# --- cut_utf8 --------------------------------------------------------------------
+
+
+def test_cut_utf8_whole_when_it_fits() -> None:
+    data = "h\u00e9llo\n".encode()
+    assert cut_utf8(data, len(data)) == data
+    assert cut_utf8(b"", 0) == b""
+
+
+def test_cut_utf8_never_splits_a_character() -> None:
+    data = ("\u00e9" * 10).encode()  # two bytes each
+    assert cut_utf8(data, 7) == ("\u00e9" * 3).encode()
+    emoji = ("\U0001f4dd" * 5).encode()  # four bytes each
+    for limit in range(len(emoji)):
+        assert cut_utf8(emoji, limit) == ("\U0001f4dd" * (limit // 4)).encode()
+    assert cut_utf8("\u20ac".encode(), 2) == b""
+
+
+def test_cut_utf8_prefers_a_near_line_end() -> None:
+    data = b"x" * 30 + b"\n" + b"y" * 100
+    assert cut_utf8(data, 40) == data[:31]  # the line end is 10 back: window 40 // 4
+    assert cut_utf8(data, 60) == data[:60]  # 30 back is too far: window 60 // 4
+
+
+def test_cut_utf8_line_end_window_is_capped() -> None:
+    data = b"a" * 1000 + b"\n" + b"b" * 5000
+    assert cut_utf8(data, 1100) == data[:1001]  # 99 back: within 200
+    assert cut_utf8(data, 1300) == data[:1300]  # 299 back: beyond 200
+
+
+def test_cut_utf8_just_before_a_newline_is_a_line_end() -> None:
+    assert cut_utf8(b"abc\ndef\nghi", 7) == b"abc\ndef"
+
+
+def test_cut_utf8_invalid_utf8_is_cut_as_bytes() -> None:
+    data = b"\x80" * 20
+    assert len(cut_utf8(data, 9)) <= 9
+    with pytest.raises(ValueError, match="limit"):
+        cut_utf8(b"abc", -1)
+
+
+@given(st.text(max_size=400), st.integers(0, 1200))
+@PROPS
+def test_cut_utf8_properties(text: str, limit: int) -> None:
+    data = text.encode()
+    cut = cut_utf8(data, limit)
+    assert len(cut) <= limit
+    assert data.startswith(cut)
+    cut.decode()  # a whole number of characters
+    # Never more than the line-end window (plus one character) short of the limit.
+    if len(data) > limit:
+        assert len(cut) >= limit - min(limit // 4, 200) - 4
+
+
+@given(st.binary(max_size=400), st.integers(0, 500))
+@PROPS
+def test_cut_utf8_any_bytes(data: bytes, limit: int) -> None:
+    cut = cut_utf8(data, limit)
+    assert len(cut) <= limit
+    assert data.startswith(cut)
+
+
+# --- water_fill ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("needs", "total", "cap", "shares"),
+    [
+        ([], 100, 10, []),
+        ([10, 20], 100, 100, [10, 20]),
+        ([10, 1000, 1000, 50], 700, 400, [10, 320, 320, 50]),
+        ([1000, 1000], 700, 300, [300, 300]),
+        ([1000, 1000, 1000], 100, 4096, [34, 33, 33]),  # leftovers go to the earliest
+        ([5, 0, 5], 0, 10, [0, 0, 0]),
+    ],
+)
+def test_water_fill(needs: list[int], total: int, cap: int, shares: list[int]) -> None:
+    assert water_fill(needs, total, cap) == shares
+
+
+def test_water_fill_refuses_negatives() -> None:
+    with pytest.raises(ValueError, match="total"):
+        water_fill([1], -1, 1)
+    with pytest.raises(ValueError, match="cap"):
+        water_fill([1], 1, -1)
+    with pytest.raises(ValueError, match="needs"):
+        water_fill([-1], 1, 1)
+
+
+@given(st.lists(st.integers(0, 5000), max_size=12), st.integers(0, 20000), st.integers(0, 5000))
+@PROPS
+def test_water_fill_properties(needs: list[int], total: int, cap: int) -> None:
+    shares = water_fill(needs, total, cap)
+    wants = [min(n, cap) for n in needs]
+    assert water_fill(needs, total, cap) == shares
+    assert all(0 <= s <= w for s, w in zip(shares, wants, strict=True))
+    # Nothing wasted: either every want is met or the total is used up.
+    assert sum(shares) == min(total, sum(wants))
+    # Fair: a piece left short got at least as much as any other piece, less one byte.
+    for s, w in zip(shares, wants, strict=True):
+        if s < w:
+            assert all(other <= s + 1 for other in shares)
+
+
+# --- render: layout --------------------------------------------------------------
+
+
+def full_input() -> PreambleInput:
+    return preamble_input(
+        handoff=doc("handoff-cyb_20261101.md", "<!-- pi copy -->\n\nDid X.\nNext: Y.\n"),
+        index=doc("MEMORY.md", "- [Build](build.md) how to build\n"),
+        newest=(doc("build.md", "make all\n"), doc("caf\u00e9.md", "na\u00efve \U0001f4dd")),
+        rest=(IndexEntry("old.md", 120, "an old note"), IndexEntry("older.md", 5, None)),
+        more=7,
+    )
+
+
+def test_render_sections_in_order() -> None:
+    out = render(full_input(), budget=8192, file_cap=4096).decode()
+    assert out == (
+        "# Project memory: /home/u/proj\n"
+        "\n"
+        "Background from earlier sessions, not a live conversation.\n"
+        f"Files: {FILES_AT} (read them there for anything cut or left out below)\n"
+        "\n"
+        "## Handoff: handoff-cyb_20261101.md\n"
+        "\n"
+        "Did X.\n"
+        "Next: Y.\n"
+        "\n"
+        "## Index: MEMORY.md\n"
+        "\n"
+        "- [Build](build.md) how to build\n"
+        "\n"
+        "## Recent: build.md\n"
+        "\n"
+        "make all\n"
+        "\n"
+        "## Recent: caf\u00e9.md\n"
+        "\n"
+        "na\u00efve \U0001f4dd\n"
+        "\n"
+        "## Other files\n"
+        "\n"
+        "- old.md (120 bytes): an old note\n"
+        "- older.md (5 bytes)\n"
+        "\u2026 +7 more\n"
+    )
+
+
+def test_render_leaves_out_absent_sections() -> None:
+    out = render(preamble_input(), budget=8192, file_cap=4096)
+    assert b"##" not in out
+    assert b"not a live conversation" in out
+    only_more = render(preamble_input(more=3), budget=8192, file_cap=4096)
+    assert only_more.endswith("## Other files\n\n\u2026 +3 more\n".encode())
+
+
+def test_render_names_in_one_line() -> None:
+    # A newline in a name must not open a section of its own.
+    inp = preamble_input(newest=(doc("evil\n## Handoff: x.md", "body\n"),))
+    out = render(inp, budget=8192, file_cap=4096)
+    assert b"## Recent: evil?## Handoff: x.md\n" in out
+    assert out.count(b"\n## ") == 1
+
+
+def test_render_budget_zero_and_tiny() -> None:
+    full = render(full_input(), budget=8192, file_cap=4096)
+    assert render(full_input(), budget=0, file_cap=4096) == b""
+    for budget in (1, 10, 50, 100):
+        assert full.startswith(render(full_input(), budget=budget, file_cap=4096))
+        assert len(render(full_input(), budget=budget, file_cap=4096)) <= budget
+
+
+def test_render_refuses_negatives() -> None:
+    with pytest.raises(ValueError, match="budget"):
+        render(full_input(), budget=-1, file_cap=10)
+    with pytest.raises(ValueError, match="file_cap"):
+        render(full_input(), budget=10, file_cap=-1)
+
+
+def test_long_memory_does_not_crowd_out_handoff_or_newest() -> None:
+    memory = "".join(f"- [Topic {i}](topic-{i}.md) about {i}\n" for i in range(2000))
+    inp = preamble_input(
+        handoff=doc("handoff_20261101.md", "Stopped at step 3; step 4 next.\n"),
+        index=doc("MEMORY.md", memory),
+        newest=(doc("newest.md", "The newest fact.\n"),),
+    )
+    out = render(inp, budget=1200, file_cap=4096)
+    assert len(out) <= 1200
+    assert b"Stopped at step 3; step 4 next.\n" in out
+    assert b"The newest fact.\n" in out
+    assert b"- [Topic 0](topic-0.md) about 0\n" in out
+    (omitted, path) = MARKER_RE.findall(out)[0]
+    shown = out.split(b"## Index: MEMORY.md\n\n")[1].split(b"[\xe2\x80\xa6")[0]
+    assert int(omitted) == len(memory.encode()) - len(shown)
+    assert path == f"{FILES_AT}/MEMORY.md".encode()
+    # MEMORY.md took what the others left over, cut at a line end.
+    assert shown.endswith(b"\n")
+    assert len(out) > 1200 - 200
+
+
+def test_file_cap_bounds_each_piece() -> None:
+    inp = preamble_input(index=doc("MEMORY.md", "m" * 10000), newest=(doc("a.md", "a" * 10000),))
+    out = render(inp, budget=8192, file_cap=1000)
+    sections = out.split(b"\n## ")[1:]
+    assert len(sections) == 2
+    assert all(len(b"\n## " + s) <= 1000 for s in sections)
+
+
+def test_render_drops_a_piece_that_cannot_hold_its_marker() -> None:
+    inp = preamble_input(
+        handoff=doc("handoff_20261101.md", "h" * 5000),
+        index=doc("MEMORY.md", "m" * 5000),
+    )
+    frame = render(preamble_input(), budget=8192, file_cap=4096)
+    out = render(inp, budget=len(frame) + 120, file_cap=4096)
+    assert len(out) <= len(frame) + 120
+    # The handoff keeps its room; MEMORY.md is named in one line or not at all.
+    assert b"## Handoff: handoff_20261101.md" in out
+    assert b"## Index" not in out
+
+
+def test_render_invalid_utf8_passes_through() -> None:
+    inp = preamble_input(newest=(doc("bin.md", b"\xff\xfe ok \x80\n"),))
+    out = render(inp, budget=8192, file_cap=4096)
+    assert b"\xff\xfe ok \x80\n" in out
+
+
+def test_render_surrogates_in_names_do_not_crash() -> None:
+    inp = preamble_input(newest=(doc("bad\udcff.md", "x"),), rest=(IndexEntry("\ud800", 1, None),))
+    out = render(inp, budget=8192, file_cap=4096)
+    out.decode()
+
+
+# --- render: properties ----------------------------------------------------------
+
+any_text = st.text(max_size=60)
+# Bodies free of "#", "[" and "<" so that the checks below can parse the
+# output; multibyte and non-BMP characters are in the default alphabet.
+body_text = st.one_of(
+    st.text(st.characters(codec="utf-8", exclude_characters="#[<"), max_size=1500),
+    st.text(st.sampled_from("ab \n\u00e9\U0001f4dd"), max_size=3000),
+)
+
+
+@st.composite
+def inputs(draw: st.DrawFn, bodies: st.SearchStrategy[bytes]) -> PreambleInput:
+    def maybe_doc(title: str) -> Doc | None:
+        return draw(st.none() | st.builds(doc, st.just(title), bodies))
+
+    newest = tuple(doc(f"new{i}.md", draw(bodies)) for i in range(draw(st.integers(0, 10))))
+    rest = draw(
+        st.lists(
+            st.builds(IndexEntry, any_text, st.integers(0, 10**7), st.none() | any_text),
+            max_size=12,
+        )
+    )
+    return PreambleInput(
+        project=draw(any_text),
+        files_at=draw(any_text),
+        handoff=maybe_doc("handoff.md"),
+        index=maybe_doc("MEMORY.md"),
+        newest=newest,
+        rest=tuple(rest),
+        more=draw(st.integers(0, 1000)),
+    )
+
+
+utf8_bodies = body_text.map(str.encode)
+any_bodies = st.one_of(st.binary(max_size=2000), utf8_bodies)
+budgets = st.integers(0, 12000)
+caps = st.integers(0, 5000)
+
+
+@given(inputs(any_bodies), budgets, caps)
+@PROPS
+def test_render_never_exceeds_budget(inp: PreambleInput, budget: int, cap: int) -> None:
+    out = render(inp, budget=budget, file_cap=cap)
+    assert len(out) <= budget
+    assert render(inp, budget=budget, file_cap=cap) == out
+
+
+@given(inputs(utf8_bodies), budgets, caps)
+@PROPS
+def test_render_is_utf8_when_bodies_are(inp: PreambleInput, budget: int, cap: int) -> None:
+    render(inp, budget=budget, file_cap=cap).decode()
+
+
+@given(inputs(utf8_bodies), budgets, caps)
+@PROPS
+def test_every_cut_has_its_marker(inp: PreambleInput, budget: int, cap: int) -> None:
+    # Known names, so that the parsing below cannot be fooled by them.
+    inp = dataclasses.replace(inp, project="/home/u/proj", files_at=FILES_AT)
+    out = render(inp, budget=budget, file_cap=cap)
+    docs = {d.title: d for d in (inp.handoff, inp.index, *inp.newest) if d is not None}
+    left_out = {m[0].decode() for m in LEFT_OUT_RE.findall(out)}
+    seen = set()
+    for section in LEFT_OUT_RE.sub(b"", out).split(b"\n## ")[1:]:
+        heading, _, shown = section.partition(b"\n\n")
+        label, _, title = heading.decode().partition(": ")
+        if label == "Other files":
+            check_cut(shown, index_text(inp), FILES_AT)
+            continue
+        seen.add(title)
+        check_cut(shown, docs[title].body, docs[title].path)
+    assert not seen & left_out
+    assert seen | left_out <= set(docs)
+
+
+def index_text(inp: PreambleInput) -> bytes:
+    render_all = render(inp, budget=10**9, file_cap=10**9)
+    return render_all.split(b"\n## Other files\n\n")[1]
+
+
+def check_cut(shown: bytes, body: bytes, path: str) -> None:
+    """`shown` is `body` whole, or a prefix of it and a marker that adds up."""
+    whole = body if body.endswith(b"\n") or not body else body + b"\n"
+    if shown == whole:
+        return
+    marker = MARKER_RE.search(shown)
+    assert marker is not None, shown
+    assert marker.end() == len(shown)
+    assert marker[2] == path.encode()
+    prefix = shown[: marker.start()]
+    if prefix.endswith(b"\n") and not body.startswith(prefix):
+        prefix = prefix[:-1]  # the newline that ends a partial line
+    assert body.startswith(prefix)
+    assert int(marker[1]) == len(body) - len(prefix) > 0
