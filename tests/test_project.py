@@ -1,0 +1,567 @@
+"""Tier 1: a loaded project: heads, history, MEMORY.md union, incremental changes, preamble.
+
+SPEC 4, 5.2, 5.3, 6. Projects load from a fake home in tmp_path; ``_check()`` runs after
+every change. The merge must not depend on the order files are scanned or changed in: the
+property tests apply the same versions in different orders and compare the views, with
+each other and with a fresh load of the same files from disk.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+from helpers import (
+    CLAUDE_SLUG,
+    PI_SLUG,
+    FakeHome,
+    at,
+    fake_home,
+    load_project,
+    view,
+    write,
+)
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memfs.config import Config, PreambleSettings, SourceSpec
+from memfs.project import HISTORY, Kind, Leaf, Origin, Project, history_stamp
+from memfs.sources import FileStat
+from memfs.tree import ancestors
+
+PROPS = settings(deadline=None, max_examples=100, database=None)
+FILES_AT = "/mnt/memfs/-home-a-my-proj-v2"
+
+
+@pytest.fixture
+def fh(tmp_path: Path) -> FakeHome:
+    """Sources claude (own), work and pi, in that config order."""
+    fh = fake_home(tmp_path)
+    assert [s.name for s in fh.config().sources] == ["claude", "work", "pi"]
+    return fh
+
+
+def hist(path: str, source: str, mtime_ns: int, suffix: str = "") -> str:
+    return f"{HISTORY}/{path}/{source}@{history_stamp(mtime_ns)}{suffix}.md"
+
+
+def shown(project: Project) -> dict[str, tuple[Kind, str | None]]:
+    """Every view path -> (kind, source of the version it shows)."""
+    return {
+        path: (leaf.kind, project.source_name(leaf.version) if leaf.version else None)
+        for path, leaf in project.tree.leaves()
+    }
+
+
+def test_history_stamp_is_utc_basic_format() -> None:
+    assert history_stamp(at(0)) == "20260101T000000Z"
+    assert history_stamp(at(3661.9)) == "20260101T010101Z"
+
+
+def test_preamble_leaf_exists_in_an_empty_project(fh: FakeHome) -> None:
+    project = load_project(fh.config())
+    assert shown(project) == {"PREAMBLE.md": (Kind.PREAMBLE, None)}
+    assert project.memory_index() == b""
+
+
+def test_head_is_the_own_version_even_when_older(fh: FakeHome) -> None:
+    write(fh.memory(".claude") / "a.md", "own", at(1))
+    write(fh.memory(".claude-work") / "a.md", "work, newer", at(5))
+    write(fh.pi() / "a.md", "pi, newest", at(9))
+    project = load_project(fh.config())
+    assert shown(project) == {
+        "PREAMBLE.md": (Kind.PREAMBLE, None),
+        "a.md": (Kind.FILE, "claude"),
+        hist("a.md", "work", at(5)): (Kind.HISTORY, "work"),
+        hist("a.md", "pi", at(9)): (Kind.HISTORY, "pi"),
+    }
+    head = project.head("a.md")
+    assert head is not None
+    assert project.read(head) == b"own"
+    assert len(project.versions("a.md")) == 3
+
+
+def test_head_is_the_newest_without_an_own_version(fh: FakeHome) -> None:
+    write(fh.memory(".claude-work") / "a.md", "work", at(5))
+    write(fh.pi() / "a.md", "pi, newer", at(5.5))
+    project = load_project(fh.config())
+    assert shown(project)["a.md"] == (Kind.FILE, "pi")
+    assert shown(project)[hist("a.md", "work", at(5))] == (Kind.HISTORY, "work")
+
+
+def test_mtime_ties_go_to_config_order(fh: FakeHome) -> None:
+    write(fh.memory(".claude-work") / "a.md", "work", at(5))
+    write(fh.pi() / "a.md", "pi", at(5))
+    project = load_project(fh.config())
+    assert shown(project)["a.md"] == (Kind.FILE, "work")
+    # The same folders with pi listed first: pi wins the tie.
+    config = fh.config()
+    reordered = dataclasses.replace(config, sources=(config.sources[2], *config.sources[:2]))
+    project = load_project(reordered)
+    assert shown(project)["a.md"] == (Kind.FILE, "pi")
+
+
+def test_pi_slug_and_claude_slug_are_one_project(fh: FakeHome) -> None:
+    write(fh.memory(".claude") / "a.md", "a", at(1))
+    write(fh.pi() / "b.md", "b", at(2))
+    project = load_project(fh.config())
+    assert shown(project)["a.md"] == (Kind.FILE, "claude")
+    assert shown(project)["b.md"] == (Kind.FILE, "pi")
+
+
+def test_two_folders_of_one_source_in_the_same_second(fh: FakeHome) -> None:
+    write(fh.memory(".claude") / "a.md", "own", at(1))
+    write(fh.pi(PI_SLUG) / "a.md", "pi one", at(7.1))
+    write(fh.pi(CLAUDE_SLUG) / "a.md", "pi two", at(7.6))  # same canonical slug
+    project = load_project(fh.config())
+    assert [o.parts for o in project.origins if o.source == 2] == [(CLAUDE_SLUG,), (PI_SLUG,)]
+    views = shown(project)
+    assert views[hist("a.md", "pi", at(7))] == (Kind.HISTORY, "pi")
+    assert views[hist("a.md", "pi", at(7), "~2")] == (Kind.HISTORY, "pi")
+
+
+def test_subfolders_merge(fh: FakeHome) -> None:
+    write(fh.memory(".claude") / "sub" / "a.md", "a", at(1))
+    write(fh.memory(".claude-work") / "sub" / "b.md", "b", at(2))
+    (fh.memory(".claude-work") / "empty").mkdir()
+    project = load_project(fh.config())
+    assert list(project.tree.children("sub") or ()) == ["a.md", "b.md"]
+    assert project.tree.is_dir("empty")
+    assert project.tree.children("empty") == {}
+
+
+def test_a_source_preamble_is_history_only(fh: FakeHome) -> None:
+    write(fh.memory(".claude") / "PREAMBLE.md", "someone's own preamble", at(3))
+    project = load_project(fh.config())
+    assert shown(project) == {
+        "PREAMBLE.md": (Kind.PREAMBLE, None),
+        hist("PREAMBLE.md", "claude", at(3)): (Kind.HISTORY, "claude"),
+    }
+    assert project.head("PREAMBLE.md") is None
+
+
+def test_source_history_files_are_shown_verbatim(fh: FakeHome) -> None:
+    kept = f"{HISTORY}/handoff.md/claude@20251231T235959Z.md"
+    write(fh.memory(".claude") / kept, "kept handoff", at(-1))
+    write(fh.memory(".claude") / "handoff.md", "now", at(2))
+    write(fh.memory(".claude-work") / "handoff.md", "work's", at(1))
+    write(fh.memory(".claude-work") / HISTORY / "notes.md", "work's history", at(1))
+    project = load_project(fh.config())
+    assert shown(project) == {
+        "PREAMBLE.md": (Kind.PREAMBLE, None),
+        "handoff.md": (Kind.FILE, "claude"),
+        kept: (Kind.HISTORY, "claude"),
+        hist("handoff.md", "work", at(1)): (Kind.HISTORY, "work"),
+        f"{HISTORY}/notes.md": (Kind.HISTORY, "work"),
+    }
+    assert project.head(kept) is None
+    assert project.tree.leaf(kept) == Leaf(Kind.HISTORY, project.versions(kept)[0])
+
+
+def test_memory_index_is_the_head_alone_with_one_source(fh: FakeHome) -> None:
+    write(fh.memory(".claude-work") / "MEMORY.md", "- [a](a.md)\n", at(1))
+    project = load_project(fh.config())
+    assert shown(project)["MEMORY.md"] == (Kind.FILE, "work")
+    assert project.memory_index() == b"- [a](a.md)\n"
+
+
+def test_memory_index_is_the_union_of_several_sources(fh: FakeHome) -> None:
+    write(fh.memory(".claude") / "MEMORY.md", "# Index\n- [a](a.md)\n", at(1))
+    write(fh.memory(".claude-work") / "MEMORY.md", "- [A again](a.md)\n- [b](b.md)\n", at(3))
+    write(fh.pi() / "MEMORY.md", "# Index\n- [c](c.md)\nplain note\n", at(2))
+    project = load_project(fh.config())
+    leaf = project.tree.leaf("MEMORY.md")
+    assert leaf is not None
+    assert leaf.kind is Kind.MEMORY
+    assert [project.source_name(v) for v in leaf.others] == ["work", "pi"]  # newest first
+    assert project.memory_index() == (
+        b"# Index\n- [a](a.md)\n- [b](b.md)\n- [c](c.md)\nplain note\n"
+    )
+    # The other versions stay readable under .history/.
+    assert shown(project)[hist("MEMORY.md", "work", at(3))] == (Kind.HISTORY, "work")
+    assert shown(project)[hist("MEMORY.md", "pi", at(2))] == (Kind.HISTORY, "pi")
+    # Dropping down to one source makes it a plain file again, and the cache follows.
+    project.drop_version(1, "MEMORY.md")
+    project.drop_version(2, "MEMORY.md")
+    project._check()
+    assert shown(project)["MEMORY.md"] == (Kind.FILE, "claude")
+    assert project.memory_index() == b"# Index\n- [a](a.md)\n"
+
+
+def test_a_folder_beats_a_file_of_the_same_path(fh: FakeHome) -> None:
+    write(fh.memory(".claude") / "notes", "a file called notes", at(1))
+    write(fh.memory(".claude-work") / "notes" / "x.md", "x", at(2))
+    project = load_project(fh.config())
+    assert project.tree.is_dir("notes")
+    views = shown(project)
+    assert views["notes/x.md"] == (Kind.FILE, "work")
+    assert views[hist("notes", "claude", at(1))] == (Kind.HISTORY, "claude")
+    assert project.head("notes") is None
+    # The folder goes: the file is the head again.
+    work = 1
+    project.drop_version(work, "notes/x.md")
+    project._check()
+    project.set_dir(work, "notes", present=False)
+    project._check()
+    assert shown(project)["notes"] == (Kind.FILE, "claude")
+    assert not project.tree.is_dir("notes")
+    assert hist("notes", "claude", at(1)) not in shown(project)
+
+
+def test_an_empty_folder_beats_a_file_too(fh: FakeHome) -> None:
+    write(fh.memory(".claude-work") / "notes", "a file called notes", at(1))
+    project = load_project(fh.config())
+    own = 0
+    project.set_dir(own, "notes", present=True)
+    project._check()
+    assert project.tree.is_dir("notes")
+    assert shown(project)[hist("notes", "work", at(1))] == (Kind.HISTORY, "work")
+    project.set_dir(own, "notes", present=False)
+    project._check()
+    assert shown(project)["notes"] == (Kind.FILE, "work")
+
+
+def test_whiteout_hides_read_only_versions(fh: FakeHome) -> None:
+    write(fh.memory(".claude-work") / "a.md", "work", at(1))
+    write(fh.pi() / "a.md", "pi", at(2))
+    write(fh.memory(".claude") / "b.md", "own", at(1))
+    write(fh.memory(".claude-work") / "b.md", "work", at(2))
+    project = load_project(fh.config())
+    records = project.whiteout("a.md")
+    project._check()
+    assert sorted(records) == [("a.md", "pi", at(2)), ("a.md", "work", at(1))]
+    assert project.tree.leaf("a.md") is None
+    assert project.head("a.md") is None
+    assert project.whiteout("a.md") == []  # nothing new
+    # The own version is never whited out: only work's b.md is.
+    assert project.whiteout("b.md") == [("b.md", "work", at(2))]
+    project._check()
+    assert shown(project)["b.md"] == (Kind.FILE, "claude")
+    # A fresh project given the same records shows the same view.
+    again = load_project(fh.config())
+    again.set_whiteouts(project.whiteouts)
+    again._check()
+    assert view(again) == view(project)
+    # A read-only source writing the file anew shows through the whiteout.
+    project.set_version(1, FileStat("a.md", 9, at(50)))
+    project._check()
+    assert shown(project)["a.md"] == (Kind.FILE, "work")
+
+
+def test_whiteout_hides_a_read_only_empty_folder(fh: FakeHome) -> None:
+    (fh.memory(".claude-work") / "old").mkdir()
+    (fh.memory(".claude") / "mine").mkdir()
+    project = load_project(fh.config())
+    assert project.tree.is_dir("old")
+    assert project.whiteout("old") != []
+    project._check()
+    assert not project.tree.is_dir("old")
+    assert project.whiteout("mine") == []  # the own folder is removed, never whited out
+    assert project.tree.is_dir("mine")
+    again = Project(CLAUDE_SLUG, project.config, project.origins, project.whiteouts)
+    again._check()
+    assert view(again) == view(project)
+    project.set_whiteouts(set())
+    project._check()
+    assert project.tree.is_dir("old")
+
+
+# --- incremental changes match a fresh load ------------------------------------------------
+
+
+def test_rescan_matches_a_fresh_load(fh: FakeHome) -> None:
+    own, work = fh.memory(".claude"), fh.memory(".claude-work")
+    write(own / "a.md", "a", at(1))
+    write(own / "sub" / "b.md", "b", at(2))
+    write(work / "a.md", "work a", at(3))
+    write(work / "c.md", "c", at(4))
+    write(fh.pi() / "MEMORY.md", "- [x](x.md)\n", at(5))
+    project = load_project(fh.config())
+    # Change every source behind the project's back, then tell it.
+    (own / "sub" / "b.md").unlink()
+    (own / "sub").rmdir()
+    write(own / "c.md", "own c", at(6))
+    write(work / "a.md", "work a, again", at(7))
+    write(work / "d" / "e.md", "e", at(8))
+    write(fh.memory(".claude") / "MEMORY.md", "- [a](a.md)\n", at(9))
+    (fh.pi() / "MEMORY.md").unlink()
+    for i in range(len(project.origins)):
+        project.rescan(i)
+        project._check()
+    assert view(project) == view(load_project(fh.config()))
+
+
+def test_single_changes_match_a_fresh_load(fh: FakeHome) -> None:
+    own, work, pi = fh.memory(".claude"), fh.memory(".claude-work"), fh.pi()
+    write(own / "a.md", "a", at(1))
+    project = load_project(fh.config())
+    steps = [
+        (1, work, "a.md", at(3)),
+        (1, work, "sub/b.md", at(2)),
+        (0, own, "sub/b.md", at(1)),
+        (2, pi, "handoff-20260101.md", at(4)),
+        (0, own, "a.md", at(5)),
+    ]
+    for i, folder, rel, mtime in steps:
+        st = write(folder / rel, f"{i} {rel}", mtime).stat()
+        project.set_version(i, FileStat(rel, st.st_size, st.st_mtime_ns))
+        project._check()
+        if "/" in rel:
+            project.set_dir(i, "sub", present=True)
+            project._check()
+        assert view(project) == view(load_project(fh.config()))
+    (work / "sub" / "b.md").unlink()
+    (work / "sub").rmdir()
+    project.drop_version(1, "sub/b.md")
+    project._check()
+    project.set_dir(1, "sub", present=False)
+    project._check()
+    assert view(project) == view(load_project(fh.config()))
+
+
+# --- order independence: a property ----------------------------------------------------------
+
+SLUG = CLAUDE_SLUG
+PATHS = (
+    "a.md",
+    "MEMORY.md",
+    "handoff-20260101.md",
+    "PREAMBLE.md",
+    f"{HISTORY}/h.md",
+    "d",
+    "d/x.md",
+    "sub/y.md",
+)
+FOLDERS = ("d", "sub", "empty")
+MTIMES = (at(0), at(0.5), at(1), at(2))
+
+
+def three_sources(base: Path) -> Config:
+    def spec(name: str, tail: tuple[str, ...], own: bool = False) -> SourceSpec:
+        template = "/".join((str(base / name), "{slug}", *tail))
+        return SourceSpec(name, template, base / name, tail, own)
+
+    return Config(
+        sources=(spec("claude", ("memory",), True), spec("work", ("memory",)), spec("pi", ())),
+        state_dir=base / "state",
+        home=base,
+    )
+
+
+def four_origins(base: Path) -> list[Origin]:
+    """claude, work and two pi folders that share one canonical slug."""
+    return [
+        Origin(0, base / "claude", (SLUG, "memory")),
+        Origin(1, base / "work", (SLUG, "memory")),
+        Origin(2, base / "pi", (PI_SLUG,)),
+        Origin(2, base / "pi", (SLUG,)),
+    ]
+
+
+Files = dict[tuple[int, str], int]  # (origin, path) -> mtime_ns
+Dirs = set[tuple[int, str]]  # (origin, folder)
+
+
+@st.composite
+def states(draw: st.DrawFn) -> tuple[Files, Dirs]:
+    """What four origins hold, as a disk could: no origin has a file and a folder at one path."""
+    files: Files = draw(
+        st.dictionaries(
+            # "d" twice: a file in one origin where another has a folder is the hard case.
+            st.tuples(st.integers(0, 3), st.sampled_from((*PATHS, "d"))),
+            st.sampled_from(MTIMES),
+        )
+    )
+    dirs: Dirs = draw(st.sets(st.tuples(st.integers(0, 3), st.sampled_from(FOLDERS))))
+    for i, path in files:
+        dirs.update((i, a) for a in ancestors(path))
+    files = {(i, p): m for (i, p), m in files.items() if (i, p) not in dirs}
+    return files, dirs
+
+
+def body(i: int, path: str, mtime_ns: int) -> bytes:
+    return f"{i} {path} {mtime_ns}\n".encode()
+
+
+def stat_of(i: int, path: str, mtime_ns: int) -> FileStat:
+    return FileStat(path, len(body(i, path, mtime_ns)), mtime_ns)
+
+
+Op = tuple[str, int, str, int]  # ("file" | "drop" | "dir" | "undir", origin, path, mtime)
+
+
+def apply(project: Project, ops: list[Op]) -> None:
+    for kind, i, path, mtime in ops:
+        if kind == "file":
+            project.set_version(i, stat_of(i, path, mtime))
+        elif kind == "drop":
+            project.drop_version(i, path)
+        else:
+            project.set_dir(i, path, present=kind == "dir")
+        project._check()
+
+
+def empty_project(base: Path) -> Project:
+    """A project whose origins are registered but hold nothing yet (their folders are absent)."""
+    return Project(SLUG, three_sources(base), four_origins(base / "absent"))
+
+
+def normalised(project: Project) -> list[tuple[str, Kind, object, frozenset[object]]]:
+    """The view's leaves; a union's other versions as a set (see test_core_bugs.py)."""
+    return [
+        (path, leaf.kind, leaf.version, frozenset(leaf.others))
+        for path, leaf in sorted(project.tree.leaves())
+    ]
+
+
+def folders(project: Project) -> dict[str, list[str]]:
+    return view(project)[1]
+
+
+@PROPS
+@given(state=states(), data=st.data())
+def test_merge_does_not_depend_on_order(
+    tmp_path_factory: pytest.TempPathFactory, state: tuple[Files, Dirs], data: st.DataObject
+) -> None:
+    files, dirs = state
+    finals: list[Op] = [("file", i, p, m) for (i, p), m in files.items()]
+    finals += [("dir", i, p, 0) for i, p in dirs]
+    # A: the scan's own order, sorted. B: any order, with detours through versions and
+    # folders that come and go before the final state.
+    a_ops = sorted(finals)
+    b_ops = list(data.draw(st.permutations(finals)))
+    detours = data.draw(
+        st.lists(
+            st.tuples(st.integers(0, 3), st.sampled_from(("a.md", "MEMORY.md", "sub/y.md"))),
+            max_size=4,
+        )
+    )
+    for i, path in detours:
+        final = files.get((i, path))
+        temp: Op = ("file", i, path, at(99))
+        pos = data.draw(st.integers(0, len(b_ops)))
+        if final is not None:
+            # The version changes before it reaches its final mtime.
+            end = next(n for n, op in enumerate(b_ops) if op == ("file", i, path, final))
+            b_ops.insert(min(pos, end), temp)
+        else:
+            b_ops.insert(pos, temp)
+            b_ops.insert(data.draw(st.integers(pos + 1, len(b_ops))), ("drop", i, path, 0))
+    # Folders that come and go, above all where another origin has a file.
+    taken = sorted({p for _, p in files} | set(FOLDERS))
+    comings = st.tuples(st.integers(0, 3), st.sampled_from(taken))
+    for i, folder in data.draw(st.lists(comings, min_size=1, max_size=2)):
+        if (i, folder) in dirs or (i, folder) in files:
+            continue
+        pos = data.draw(st.integers(0, len(b_ops)))
+        b_ops.insert(pos, ("dir", i, folder, 0))
+        b_ops.insert(data.draw(st.integers(pos + 1, len(b_ops))), ("undir", i, folder, 0))
+
+    base = tmp_path_factory.mktemp("order")
+    a, b = empty_project(base), empty_project(base)
+    apply(a, a_ops)
+    apply(b, b_ops)
+    assert normalised(a) == normalised(b)
+    assert folders(a) == folders(b)
+
+    # C: the same state written to disk and loaded fresh.
+    origins = four_origins(base)
+    for (i, path), mtime in files.items():
+        write(origins[i].folder / path, body(i, path, mtime), mtime)
+    for i, path in dirs:
+        (origins[i].folder / path).mkdir(parents=True, exist_ok=True)
+    c = Project(SLUG, three_sources(base), origins)
+    c._check()
+    assert normalised(c) == normalised(a)
+    assert folders(c) == folders(a)
+
+
+# --- PREAMBLE.md -----------------------------------------------------------------------------
+
+
+def with_preamble(fh: FakeHome, **settings: int) -> Config:
+    return dataclasses.replace(fh.config(), preamble=PreambleSettings(**settings))
+
+
+def test_preamble_picks_the_latest_dated_handoff(fh: FakeHome) -> None:
+    own = fh.memory(".claude")
+    write(own / "handoff-a_20260101.md", "the latest by date", at(10))
+    write(own / "handoff-b_20251231.md", "an older date, touched later", at(20))
+    write(own / "handoff.md", "undated, newest by mtime", at(30))
+    write(fh.memory(".claude-work") / "handoff-c_20251230.md", "older still", at(40))
+    project = load_project(fh.config())
+    text = project.preamble(FILES_AT, at(100))
+    assert b"## Handoff: handoff-a_20260101.md\n" in text
+    assert b"the latest by date" in text
+    assert text.count(b"## Handoff:") == 1
+    # The other handoffs are ordinary files: the newest inlined, the rest indexed.
+    assert b"## Recent: handoff.md" in text
+
+
+def test_preamble_sections_and_index(fh: FakeHome) -> None:
+    own = fh.memory(".claude")
+    write(own / "MEMORY.md", "- [a](a.md)\n", at(1))
+    write(fh.memory(".claude-work") / "MEMORY.md", "- [b](b.md)\n", at(2))
+    for n in range(6):
+        head = f"---\nname: t{n}\ndescription: topic number {n}\n---\nbody {n}\n"
+        write(own / f"t{n}.md", head, at(10 + n))
+    project = load_project(with_preamble(fh, budget=8192, newest=2, file_cap=4096, index_max=3))
+    text = project.preamble(FILES_AT, at(100))
+    assert text.startswith(b"# Project memory: ")
+    assert FILES_AT.encode() in text
+    assert b"## Index: MEMORY.md\n\n- [a](a.md)\n- [b](b.md)\n" in text
+    assert b"## Recent: t5.md" in text
+    assert b"## Recent: t4.md" in text
+    assert b"## Recent: t3.md" not in text
+    assert b"- t3.md (" in text
+    assert b": topic number 3\n" in text
+    assert b"- t1.md (" in text
+    assert b"- t0.md" not in text
+    assert b"+1 more" in text
+    # Same sources, same bytes.
+    assert load_project(project.config).preamble(FILES_AT, at(100)) == text
+
+
+def test_preamble_leaves_out_files_from_the_future(fh: FakeHome) -> None:
+    own = fh.memory(".claude")
+    write(own / "past.md", "from the past", at(10))
+    write(own / "future.md", "from the future", at(100))
+    write(own / "handoff-20260301.md", "a future handoff", at(100))
+    write(own / "handoff-20260101.md", "today's handoff", at(5))
+    project = load_project(fh.config())
+    text = project.preamble(FILES_AT, at(50))
+    assert b"today's handoff" in text
+    assert b"future" not in text
+    assert b"past.md" in text
+    # The view still shows them.
+    assert project.tree.leaf("future.md") is not None
+    # Once their time has come they are in, though nothing changed in between.
+    later = project.preamble(FILES_AT, at(200))
+    assert b"a future handoff" in later
+    assert b"## Recent: future.md" in later
+
+
+@pytest.mark.parametrize("budget", [0, 50, 300, 700, 2000])
+def test_preamble_stays_within_budget(fh: FakeHome, budget: int) -> None:
+    own = fh.memory(".claude")
+    write(own / "MEMORY.md", "".join(f"- [t{n}](t{n}.md) é\n" for n in range(200)), at(1))
+    write(own / "handoff-20260101.md", "h" * 5000, at(2))
+    for n in range(30):
+        write(own / f"t{n}.md", f"topic {n} ü\n" * 100, at(3 + n))
+    project = load_project(with_preamble(fh, budget=budget, newest=3, file_cap=900, index_max=50))
+    text = project.preamble(FILES_AT, at(100))
+    assert len(text) <= budget
+    text.decode("utf-8")  # never a split character
+
+
+def test_preamble_is_cached_until_the_project_changes(fh: FakeHome) -> None:
+    own = fh.memory(".claude")
+    write(own / "a.md", "first", at(1))
+    project = load_project(fh.config())
+    text = project.preamble(FILES_AT, at(100))
+    assert project.preamble(FILES_AT, at(101)) is text
+    write(own / "b.md", "second", at(2))
+    project.rescan(0)
+    project._check()
+    assert b"second" in project.preamble(FILES_AT, at(102))
