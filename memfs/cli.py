@@ -21,6 +21,7 @@ import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from memfs import __version__, config, slug
 from memfs.catalog import Catalog
@@ -35,8 +36,15 @@ class UserError(Exception):
     """Printed as one line; exit code 2."""
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (cause and fix), like every other error."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UserError(f"{message}; see '{self.prog} --help'")
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="memfs",
         description="One FUSE mount where every coding agent's per-project memory appears once.",
     )
@@ -98,9 +106,14 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    try:
+        args = _parser().parse_args(argv)
+    except UserError as exc:
+        print(f"memfs: {exc}", file=sys.stderr)
+        return USER_ERROR
+    debug = getattr(args, "debug", False)
     logging.basicConfig(
-        level=logging.DEBUG if getattr(args, "debug", False) else logging.WARNING,
+        level=logging.DEBUG if debug else logging.WARNING,
         format="memfs: %(levelname)s %(name)s: %(message)s",
     )
     if args.command is None:
@@ -108,23 +121,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         return USER_ERROR
     try:
         return int(COMMANDS[args.command](args, os.environ) or 0)
-    except (UserError, config.ConfigError) as exc:
-        print(f"memfs: {exc}", file=sys.stderr)
-        return USER_ERROR
     except KeyboardInterrupt:
         return 130
     except Exception as exc:
-        # Mount and service errors carry one line; anything else is a bug worth a log line.
-        name = type(exc).__name__
-        if name in ("MountError", "ServiceError", "AdoptError"):
-            print(f"memfs: {exc}", file=sys.stderr)
-            return USER_ERROR
-        if isinstance(exc, OSError):
-            print(
-                f"memfs: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr
-            )
-            return 1
-        raise
+        print(f"memfs: {_one_line(exc)}", file=sys.stderr)
+        if debug or not _is_user_error(exc):
+            log.debug("details", exc_info=True)
+        return USER_ERROR if _is_user_error(exc) else 1
+
+
+def _is_user_error(exc: Exception) -> bool:
+    # Each layer has its own error class carrying one line with the cause and the fix.
+    return isinstance(exc, UserError | config.ConfigError) or type(exc).__name__ in (
+        "MountError",
+        "ServiceError",
+        "AdoptError",
+    )
+
+
+def _one_line(exc: Exception) -> str:
+    if _is_user_error(exc):
+        text = str(exc)
+    elif isinstance(exc, OSError):
+        where = f" ({exc.filename})" if exc.filename else ""
+        text = f"{exc.strerror or exc}{where}; check the path and its permissions"
+    else:
+        text = f"internal error: {type(exc).__name__}: {exc}; run with --debug and report it"
+    return " ".join(text.split())
 
 
 def _load(args: argparse.Namespace, env: Mapping[str, str]) -> config.Config:

@@ -1,0 +1,146 @@
+"""The commands that need no mount, and the table of user errors (tier 1).
+
+Every user error of every command is one line on stderr naming the cause and the fix,
+exit code 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from memfs import cli, demo
+from memfs.slug import claude_slug
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    for var in ("CONFIG", "STATE", "DATA", "CACHE", "RUNTIME"):
+        folder = tmp_path / f"xdg-{var.lower()}"
+        folder.mkdir()
+        monkeypatch.setenv(
+            f"XDG_{var}_HOME" if var != "RUNTIME" else "XDG_RUNTIME_DIR", str(folder)
+        )
+    monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
+    monkeypatch.delenv("NOTIFY_SOCKET", raising=False)
+    return home
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_slug_of_the_reference_path(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(capsys, "slug", "/home/a/my_proj.v2") == (0, "-home-a-my-proj-v2\n", "")
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out.startswith("memfs ")
+
+
+def test_sources_lists_accounts_pi_and_the_own_source(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    demo.build(home)
+    code, out, err = run(capsys, "sources")
+    assert (code, err) == (0, "")
+    assert "discovered" in out
+    lines = out.splitlines()
+    own = [line for line in lines if line.strip().startswith("own ")]
+    assert len(own) == 1
+    assert "/.claude/projects/{slug}/memory" in own[0]
+    assert any("/.claude-work/projects/{slug}/memory" in line for line in lines)
+    assert any("/.pi/agent/memory/{slug}" in line for line in lines)
+    assert "why: ~/.claude is Claude Code's default" in out
+
+
+def test_preamble_budgets(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    project = "/home/demo/src/webshop"
+    demo.build(home, project)
+    code, small, _ = run(capsys, "preamble", project, "--budget", "1200")
+    assert code == 0
+    assert len(small.encode()) <= 1200
+    assert "Background from earlier sessions" in small
+    assert "handoff-cyberine_20261125.md" in small  # the newest dated handoff
+    code, large, _ = run(capsys, "preamble", project, "--budget", "8192")
+    assert code == 0
+    assert len(large.encode()) <= 8192
+    assert "[Deploys](deploys.md)" in large  # only the work account links it: the union
+    assert "[Testing](testing.md)" in large  # only the own account links it
+    assert "## Recent: deploys.md" in large  # the newest file after the handoff
+
+
+USER_ERRORS: list[tuple[list[str], str]] = [
+    (["bogus"], "invalid choice"),
+    (["mount"], "required"),
+    (["preamble", "--budget", "-1", "/x"], "--budget must be >= 0"),
+    (["preamble", "/nowhere/at/all"], "no source has project"),
+    (["sources", "--config", "/nonexistent.toml"], "no such config file"),
+    (["status", "{home}/nothing-mounted"], "no running memfs"),
+    (["umount", "{home}/nothing-mounted"], "nothing is mounted"),
+    (["mount", "{home}/.claude/projects/mnt"], "lies inside source"),
+    (["mount", "--config", "{bad}", "{home}/mnt"], "unknown key"),
+]
+
+
+@pytest.mark.parametrize(("argv", "cause"), USER_ERRORS)
+def test_user_errors_are_one_line(
+    home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], cause: str
+) -> None:
+    demo.build(home)
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[preamble]\nbudgt = 3\n")
+    argv = [a.format(home=home, bad=bad) for a in argv]
+    code, _, err = run(capsys, *argv)
+    assert code == 2
+    assert err.count("\n") == 1, err
+    assert err.startswith("memfs: ")
+    assert cause in err
+    assert "Traceback" not in err
+
+
+def test_no_sources_refuses_to_mount_and_touches_nothing(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run(capsys, "mount", str(home / "mnt"))
+    assert code == 2
+    assert "no memory sources found" in err
+    assert err.count("\n") == 1
+    assert not (home / "mnt").exists()
+
+
+def test_mountpoint_in_a_git_work_tree_is_refused(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    demo.build(home)
+    (home / "repo" / ".git").mkdir(parents=True)
+    code, _, err = run(capsys, "mount", str(home / "repo" / "mnt"))
+    assert code == 2
+    assert "git work tree" in err
+
+
+def test_python_dash_m_runs_the_cli(home: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "memfs", "slug", "/tmp/x:y@z#w"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=dict(os.environ),
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (
+        0,
+        claude_slug("/tmp/x:y@z#w") + "\n",
+        "",
+    )
