@@ -93,7 +93,10 @@ class Handle:
     # A handle keeps the version it replaces at most once: at its first commit, what stood
     # before it opened. Later commits of the same handle replace only its own bytes.
     keeps_history: bool = False
-    truncated: bool = False  # opened with O_TRUNC, nothing committed yet
+    # Created or opened with O_TRUNC and not committed yet: committed at release even when
+    # nothing was written (`touch new`, `: > file`).
+    unsaved: bool = False
+    discard: bool = False  # unlinked before its first commit: never committed
 
 
 @dataclass
@@ -170,6 +173,7 @@ class MemFS(pyfuse3.Operations):
         self._next_fh = 1
         self._commit_lock = trio.Lock()  # one commit at a time: history links stay ordered
         self._here_cache: dict[str, tuple[float, str]] = {}  # cwd -> (expiry, slug)
+        self._pending: dict[Key, Handle] = {}  # created, not yet committed -> its handle
         self.watcher: Watcher | None = None  # set by mount.py; adapter tests run without
 
     # --- inodes ----------------------------------------------------------------------
@@ -249,6 +253,10 @@ class MemFS(pyfuse3.Operations):
         project = self._project(slug)
         leaf = project.tree.leaf(path)
         if leaf is None:
+            pending = self._pending.get(key)
+            if pending is not None and pending.stage is not None:
+                st = os.fstat(pending.stage.fd)
+                return self._entry(ino, stat.S_IFREG | 0o644, st.st_size, st.st_mtime_ns)
             if not project.tree.is_dir(path):
                 raise _err(errno.ENOENT)
             mode = 0o555 if _in_history(path) else self._dir_mode()
@@ -375,7 +383,13 @@ class MemFS(pyfuse3.Operations):
             if children is None:
                 raise _err(errno.ENOTDIR if project.tree.leaf(path) else errno.ENOENT)
             prefix = f"{path}/" if path else ""
-            entries = [(name, (slug, prefix + name)) for name in children]
+            names = set(children)
+            names.update(
+                p[len(prefix) :]
+                for s_, p in self._pending
+                if s_ == slug and p.startswith(prefix) and "/" not in p[len(prefix) :]
+            )
+            entries = [(name, (slug, prefix + name)) for name in sorted(names)]
         # A snapshot per handle: cookies are positions in it, so a folder changing
         # mid-listing neither skips nor repeats an entry.
         fh = self._new_fh()
@@ -416,6 +430,11 @@ class MemFS(pyfuse3.Operations):
             raise _err(errno.EISDIR if key != HERE_KEY else errno.ELOOP)
         project = self._project(slug)
         leaf = project.tree.leaf(path)
+        if leaf is None and key in self._pending:
+            # Created by another open that has not committed yet: commit it, so this open
+            # sees (and may replace) a real file.
+            await self._commit(self._pending[key], force=True)
+            leaf = project.tree.leaf(path)
         if leaf is None:
             raise _err(errno.EISDIR if project.tree.is_dir(path) else errno.ENOENT)
         if flags & (os.O_WRONLY | os.O_RDWR):
@@ -462,7 +481,8 @@ class MemFS(pyfuse3.Operations):
         self._count("fsync")
         handle = self._handles.get(fh)
         if handle is not None and handle.stage is not None:
-            await self._commit(handle)
+            # Asked for durability: even a bare new or truncated file is committed now.
+            await self._commit(handle, force=handle.unsaved)
 
     async def release(self, fh: int) -> None:
         self._count("release")
@@ -472,12 +492,13 @@ class MemFS(pyfuse3.Operations):
         if handle.fd >= 0:
             os.close(handle.fd)
         if handle.stage is not None:
-            if handle.truncated and not handle.stage.dirty:
-                handle.stage.dirty = True
+            if handle.unsaved and not handle.discard:
                 try:
-                    await self._commit(handle)
+                    await self._commit(handle, force=True)
                 except (OSError, pyfuse3.FUSEError) as exc:
-                    log.warning("truncating %s at release failed: %s", handle.key, exc)
+                    log.warning("committing %s at release failed: %s", handle.key, exc)
+            if self._pending.get(handle.key) is handle:
+                del self._pending[handle.key]
             # A handle released without a successful flush (its commit failed) is dropped:
             # the target stays as it was.
             handle.stage.abort()
@@ -575,7 +596,7 @@ class MemFS(pyfuse3.Operations):
         # `> file` empties the file even if nothing is written; but a shell closes a dup of
         # the descriptor (a flush) before writing, so the bare truncation is committed only
         # at release, and readers never see the empty in-between file.
-        handle.truncated = bool(flags & os.O_TRUNC)
+        handle.unsaved = bool(flags & os.O_TRUNC)
         return pyfuse3.FileInfo(fh=self._add_handle(handle), keep_cache=True)
 
     def _head_fd(self, project: Project, leaf: Leaf) -> int:
@@ -603,13 +624,12 @@ class MemFS(pyfuse3.Operations):
         stage = await trio.to_thread.run_sync(
             lambda: staging.Stage(place, text, initial_fd=None, mode=file_mode)
         )
-        stage.dirty = True  # an empty new file is still a file
         ino = self._ino(key)
-        handle = Handle(ino, key, None, stage=stage)
+        handle = Handle(ino, key, None, stage=stage, unsaved=True)
         fh = self._add_handle(handle)
-        # Commit now so the name exists for every other process at once, as with open(O_CREAT);
-        # later writes re-stage, so readers still never see a partial file.
-        await self._commit(handle)
+        # Not committed yet: one write costs one commit. Until then the name is pending:
+        # memfs answers for it from the stage, so lookups, stat and listings still see it.
+        self._pending[key] = handle
         attrs = self._attrs(ino, key)
         self._lookups[ino] += 1
         return pyfuse3.FileInfo(fh=fh, keep_cache=True), attrs
@@ -622,10 +642,14 @@ class MemFS(pyfuse3.Operations):
             raise _err(errno.EBADF)
         return handle.stage.write(off, buf)
 
-    async def _commit(self, handle: Handle) -> None:
+    async def _commit(self, handle: Handle, *, force: bool = False) -> None:
         """flush/fsync: make the staged bytes the target, atomically (SPEC 7.1)."""
         stage = handle.stage
         assert stage is not None
+        if handle.discard:
+            return
+        if force:
+            stage.dirty = True
         if not stage.dirty:
             return
         slug, path = handle.key
@@ -633,7 +657,9 @@ class MemFS(pyfuse3.Operations):
         async with self._commit_lock:
             await trio.to_thread.run_sync(lambda: stage.commit(keep))
         handle.keeps_history = False
-        handle.truncated = False
+        handle.unsaved = False
+        if self._pending.get(handle.key) is handle:
+            del self._pending[handle.key]
         self.stats.commits += 1
         project = self._project(slug)
         self._sync_own(project, path)
@@ -688,7 +714,7 @@ class MemFS(pyfuse3.Operations):
         mode = attr.st_mode if fields.update_mode else None
         size = attr.st_size if fields.update_size else None
         times = self._times(attr, fields)
-        handle = self._handles.get(fh) if fh is not None else None
+        handle = self._handles.get(fh) if fh is not None else self._pending.get(key)
         project = self._project(slug)
         if handle is not None and handle.stage is not None:
             self._stage_attrs(handle.stage, mode, size, times)
@@ -789,6 +815,11 @@ class MemFS(pyfuse3.Operations):
         self._writable(key)
         project = self._project(key[0])
         path = key[1]
+        pending = self._pending.pop(key, None)
+        if pending is not None:
+            pending.discard = True  # a temp file unlinked while open: never lands
+            if project.tree.leaf(path) is None:
+                return
         self._file_leaf(project, path)
         await self._remove_everywhere(project, path)
         self._publish(project)
@@ -894,6 +925,8 @@ class MemFS(pyfuse3.Operations):
             raise _err(errno.EXDEV)  # projects are separate folders
         src_place, dst_place = self._writable(src), self._writable(dst)
         project = self._project(src[0])
+        if src in self._pending:
+            await self._commit(self._pending[src], force=True)
         src_path, dst_path = src[1], dst[1]
         self._check_rename_target(project, src_path, dst_path, flags)
         if project.tree.is_dir(src_path):
