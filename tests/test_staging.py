@@ -1,0 +1,459 @@
+"""Tier 1: every write to a source folder: staged files, atomic replace, kept history (SPEC 7)."""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from helpers import CLAUDE_SLUG, at, errno_of, set_mtime, write
+
+from memfs import sources, staging
+from memfs.project import history_stamp
+from memfs.sources import STAGE_PREFIX
+from memfs.staging import Keep, Place, Stage
+
+# A symlink met where a folder should be: O_NOFOLLOW|O_DIRECTORY gives one of these.
+REFUSED = (errno.ELOOP, errno.ENOTDIR)
+
+
+@pytest.fixture
+def place(tmp_path: Path) -> Place:
+    """The own source's memory folder of one project; the source root exists, the rest not."""
+    root = tmp_path / "home" / ".claude" / "projects"
+    root.mkdir(parents=True)
+    return Place(root, (CLAUDE_SLUG, "memory"))
+
+
+def folder_of(place: Place) -> Path:
+    return place.root.joinpath(*place.parts)
+
+
+def temps(folder: Path) -> list[str]:
+    if not folder.exists():
+        return []
+    return sorted(n for n in os.listdir(folder) if n.startswith(STAGE_PREFIX))
+
+
+@pytest.fixture
+def stages() -> Iterator[list[Stage]]:
+    """Stages a test opens; every one is aborted (closed) at the end, as the adapter does."""
+    opened: list[Stage] = []
+    yield opened
+    for stage in opened:
+        stage.abort()
+
+
+def open_stage(
+    stages: list[Stage], place: Place, name: str, *, copy: bool, mode: int = 0o644
+) -> Stage:
+    """A stage of ``name``: a copy of the current file (copy=True) or empty, like O_TRUNC."""
+    initial = None
+    target = folder_of(place) / name
+    if copy and target.exists():
+        initial = os.open(target, os.O_RDONLY)
+    try:
+        stage = Stage(place, name, initial_fd=initial, mode=mode)
+    finally:
+        if initial is not None:
+            os.close(initial)
+    stages.append(stage)
+    return stage
+
+
+def test_place() -> None:
+    place = Place(Path("/r"), ("a",))
+    assert place.below("b", "c") == Place(Path("/r"), ("a", "b", "c"))
+    assert str(place) == "/r/a"
+
+
+def test_commit_replaces_the_target_atomically(place: Place, stages: list[Stage]) -> None:
+    folder = folder_of(place)
+    target = write(folder / "a.md", "old", at(1))
+    before = target.stat().st_ino
+    stage = open_stage(stages, place, "a.md", copy=False)
+    assert stage.size() == 0
+    assert stage.write(0, b"new body") == 8
+    # Staged in the same folder, under memfs's own prefix, invisible to scans.
+    assert temps(folder) == [stage.temp]
+    assert [f.path for f in sources.scan(place.root, place.parts, 1000).files] == ["a.md"]
+    assert target.read_bytes() == b"old"
+    staged_ino = os.fstat(stage.fd).st_ino
+    st = stage.commit()
+    assert st is not None
+    # The temp file itself became the target: nothing was copied, nothing half-written.
+    assert target.read_bytes() == b"new body"
+    assert target.stat().st_ino == staged_ino != before
+    assert st.st_ino == staged_ino
+    assert temps(folder) == []
+
+
+def test_first_write_creates_the_folders(place: Place, stages: list[Stage]) -> None:
+    assert not folder_of(place).exists()
+    stage = open_stage(stages, place, "new.md", copy=False)
+    stage.write(0, b"hello")
+    stage.commit()
+    assert (folder_of(place) / "new.md").read_bytes() == b"hello"
+
+
+def test_abort_removes_the_temp_file(place: Place) -> None:
+    folder = folder_of(place)
+    target = write(folder / "a.md", "old")
+    stage = Stage(place, "a.md", initial_fd=None, mode=0o644)
+    stage.write(0, b"never committed")
+    assert len(temps(folder)) == 1
+    stage.abort()
+    assert temps(folder) == []
+    assert target.read_bytes() == b"old"
+    stage.abort()  # twice is safe
+    assert stage.fd == -1
+
+
+def test_abort_after_commit_keeps_the_target(place: Place) -> None:
+    stage = Stage(place, "a.md", initial_fd=None, mode=0o644)
+    stage.write(0, b"kept")
+    stage.commit()
+    stage.abort()
+    assert (folder_of(place) / "a.md").read_bytes() == b"kept"
+    assert temps(folder_of(place)) == []
+
+
+def test_a_stage_starts_as_a_copy_of_the_head(place: Place, stages: list[Stage]) -> None:
+    target = write(folder_of(place) / "a.md", "hello world\n")
+    stage = open_stage(stages, place, "a.md", copy=True)
+    assert stage.size() == 12
+    assert stage.read(0, 100) == b"hello world\n"
+    stage.write(6, b"WORLD")
+    assert target.read_bytes() == b"hello world\n"
+    stage.commit()
+    assert target.read_bytes() == b"hello WORLD\n"
+
+
+def test_a_truncating_stage_starts_empty(place: Place, stages: list[Stage]) -> None:
+    target = write(folder_of(place) / "a.md", "a long old body\n")
+    stage = open_stage(stages, place, "a.md", copy=False)
+    assert stage.read(0, 100) == b""
+    stage.write(0, b"x")
+    stage.commit()
+    assert target.read_bytes() == b"x"
+
+
+def test_truncate_through_a_stage(place: Place, stages: list[Stage]) -> None:
+    target = write(folder_of(place) / "a.md", "0123456789")
+    stage = open_stage(stages, place, "a.md", copy=True)
+    stage.truncate(4)
+    assert stage.dirty
+    stage.commit()
+    assert target.read_bytes() == b"0123"
+
+
+def test_commit_without_a_change_does_nothing(place: Place, stages: list[Stage]) -> None:
+    folder = folder_of(place)
+    target = write(folder / "a.md", "same", at(1))
+    before = target.stat()
+    stage = open_stage(stages, place, "a.md", copy=True)
+    assert stage.commit() is None
+    after = target.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    stage.abort()
+    assert temps(folder) == []
+
+
+def test_each_open_stages_on_its_own(place: Place, stages: list[Stage]) -> None:
+    target = write(folder_of(place) / "a.md", "base")
+    one = open_stage(stages, place, "a.md", copy=True)
+    two = open_stage(stages, place, "a.md", copy=True)
+    assert one.temp != two.temp
+    one.write(0, b"ONE!")
+    two.write(4, b" two")
+    one.commit()
+    assert target.read_bytes() == b"ONE!"
+    two.commit()  # the last close wins, whole
+    assert target.read_bytes() == b"base two"
+
+
+def test_write_after_commit_restages(place: Place, stages: list[Stage]) -> None:
+    folder = folder_of(place)
+    target = folder / "a.md"
+    stage = open_stage(stages, place, "a.md", copy=False)
+    stage.write(0, b"first")
+    stage.commit()
+    first_ino = target.stat().st_ino
+    reader = os.open(target, os.O_RDONLY)
+    try:
+        stage.write(5, b", second")
+        # A new temp file holds the change; the committed file is not edited in place.
+        assert len(temps(folder)) == 1
+        assert target.read_bytes() == b"first"
+        assert os.pread(reader, 100, 0) == b"first"
+        stage.commit()
+        assert target.read_bytes() == b"first, second"
+        assert target.stat().st_ino != first_ino
+        assert os.pread(reader, 100, 0) == b"first"  # a reader keeps the whole old file
+    finally:
+        os.close(reader)
+    assert temps(folder) == []
+
+
+def test_truncate_after_commit_restages(place: Place, stages: list[Stage]) -> None:
+    target = folder_of(place) / "a.md"
+    stage = open_stage(stages, place, "a.md", copy=False)
+    stage.write(0, b"0123456789")
+    stage.commit()
+    first_ino = target.stat().st_ino
+    stage.truncate(3)
+    assert target.read_bytes() == b"0123456789"
+    stage.commit()
+    assert target.read_bytes() == b"012"
+    assert target.stat().st_ino != first_ino
+
+
+def test_mode_is_the_one_asked_for(place: Place, stages: list[Stage]) -> None:
+    old = os.umask(0o077)
+    try:
+        stage = open_stage(stages, place, "a.md", copy=False, mode=0o664)
+    finally:
+        os.umask(old)
+    stage.write(0, b"x")
+    stage.commit()
+    target = folder_of(place) / "a.md"
+    assert stat.S_IMODE(target.stat().st_mode) == 0o664
+    stage.chmod(0o600)
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+    # A write after that chmod keeps it.
+    stage.write(1, b"y")
+    stage.commit()
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+    assert target.read_bytes() == b"xy"
+
+
+def test_replace_writes_whole_with_mtime(place: Place) -> None:
+    staging.replace(place, "a.md", b"body", at(42))
+    target = folder_of(place) / "a.md"
+    assert target.read_bytes() == b"body"
+    assert target.stat().st_mtime_ns == at(42)
+    staging.replace(place, "a.md", b"again")
+    assert target.read_bytes() == b"again"
+    assert temps(folder_of(place)) == []
+
+
+# --- kept handoff history -------------------------------------------------------------
+
+
+def keep_of(place: Place, name: str, last: int) -> Keep:
+    return Keep(place.below(".history", name), "claude", last)
+
+
+def kept(place: Place, name: str) -> list[str]:
+    folder = folder_of(place) / ".history" / name
+    return sorted(os.listdir(folder)) if folder.exists() else []
+
+
+def test_keep_version_hard_links_the_replaced_version(place: Place, stages: list[Stage]) -> None:
+    folder = folder_of(place)
+    target = write(folder / "handoff.md", "v1", at(1))
+    old_ino = target.stat().st_ino
+    stage = open_stage(stages, place, "handoff.md", copy=False)
+    stage.write(0, b"v2")
+    stage.commit(keep_of(place, "handoff.md", 20))
+    name = f"claude@{history_stamp(at(1))}.md"
+    assert kept(place, "handoff.md") == [name]
+    copy = folder / ".history" / "handoff.md" / name
+    assert copy.read_bytes() == b"v1"
+    assert copy.stat().st_ino == old_ino  # the very bytes replaced, not a copy
+    assert copy.stat().st_mtime_ns == at(1)
+    assert target.read_bytes() == b"v2"
+
+
+def test_keep_with_nothing_to_replace_keeps_nothing(place: Place, stages: list[Stage]) -> None:
+    stage = open_stage(stages, place, "handoff.md", copy=False)
+    stage.write(0, b"first ever")
+    stage.commit(keep_of(place, "handoff.md", 20))
+    assert kept(place, "handoff.md") == []
+
+
+def test_kept_versions_are_pruned_to_the_last_n(place: Place) -> None:
+    folder = folder_of(place)
+    target = write(folder / "handoff.md", "v0", at(0))
+    for n in range(1, 6):
+        set_mtime(target, at(n * 60))  # v{n-1}, written a minute after the one before
+        stage = Stage(place, "handoff.md", initial_fd=None, mode=0o644)
+        try:
+            stage.write(0, f"v{n}".encode())
+            stage.commit(keep_of(place, "handoff.md", 3))
+        finally:
+            stage.abort()
+    names = kept(place, "handoff.md")
+    assert names == [f"claude@{history_stamp(at(n * 60))}.md" for n in (3, 4, 5)]
+    bodies = [(folder / ".history" / "handoff.md" / name).read_bytes() for name in names]
+    assert bodies == [b"v2", b"v3", b"v4"]
+    assert target.read_bytes() == b"v5"
+
+
+def test_kept_versions_in_the_same_second(place: Place) -> None:
+    folder = folder_of(place)
+    for body in ("v1", "v2", "v3"):
+        write(folder / "handoff.md", body, at(7))
+        stage = Stage(place, "handoff.md", initial_fd=None, mode=0o644)
+        try:
+            stage.write(0, b"next")
+            stage.commit(keep_of(place, "handoff.md", 20))
+        finally:
+            stage.abort()
+    base = f"claude@{history_stamp(at(7))}"
+    assert kept(place, "handoff.md") == [f"{base}.md", f"{base}~2.md", f"{base}~3.md"]
+    bodies = [(folder / ".history/handoff.md" / n).read_bytes() for n in kept(place, "handoff.md")]
+    assert bodies == [b"v1", b"v2", b"v3"]
+
+
+def test_keep_zero_keeps_nothing(place: Place) -> None:
+    write(folder_of(place) / "handoff.md", "v1", at(1))
+    stage = Stage(place, "handoff.md", initial_fd=None, mode=0o644)
+    try:
+        stage.write(0, b"v2")
+        stage.commit(keep_of(place, "handoff.md", 0))
+    finally:
+        stage.abort()
+    assert kept(place, "handoff.md") == []
+
+
+def test_keep_leaves_other_prefixes_alone(place: Place) -> None:
+    folder = folder_of(place)
+    write(folder / ".history" / "handoff.md" / "work@20200101T000000Z.md", "work's")
+    write(folder / "handoff.md", "v1", at(1))
+    stage = Stage(place, "handoff.md", initial_fd=None, mode=0o644)
+    try:
+        stage.write(0, b"v2")
+        stage.commit(keep_of(place, "handoff.md", 0))
+    finally:
+        stage.abort()
+    assert kept(place, "handoff.md") == ["work@20200101T000000Z.md"]
+
+
+# --- recovery, names, folders ------------------------------------------------------------
+
+
+def test_remove_stale_removes_only_stage_files(place: Place) -> None:
+    folder = folder_of(place)
+    write(folder / f"{STAGE_PREFIX}0011223344556677", "left by a crash")
+    write(folder / f"{STAGE_PREFIX}8899aabbccddeeff", "left by a crash")
+    write(folder / "a.md", "a")
+    write(folder / "memfs-stage-lookalike.md", "b")
+    names = os.listdir(folder)
+    assert staging.remove_stale(place, [*names, f"{STAGE_PREFIX}gone"]) == 2
+    assert sorted(os.listdir(folder)) == ["a.md", "memfs-stage-lookalike.md"]
+    assert staging.remove_stale(place.below("missing"), [f"{STAGE_PREFIX}x"]) == 0
+
+
+def test_rename(place: Place) -> None:
+    folder = folder_of(place)
+    write(folder / "a.md", "a")
+    staging.rename(place, "a.md", place.below("sub"), "b.md", noreplace=False)
+    assert not (folder / "a.md").exists()
+    assert (folder / "sub" / "b.md").read_bytes() == b"a"
+    write(folder / "c.md", "c")
+    staging.rename(place, "c.md", place.below("sub"), "b.md", noreplace=False)
+    assert (folder / "sub" / "b.md").read_bytes() == b"c"
+
+
+def test_rename_noreplace(place: Place) -> None:
+    folder = folder_of(place)
+    write(folder / "a.md", "a")
+    write(folder / "b.md", "b")
+    with pytest.raises(FileExistsError):
+        staging.rename(place, "a.md", place, "b.md", noreplace=True)
+    assert (folder / "a.md").read_bytes() == b"a"
+    assert (folder / "b.md").read_bytes() == b"b"
+    staging.rename(place, "a.md", place, "c.md", noreplace=True)
+    assert not (folder / "a.md").exists()
+    assert (folder / "c.md").read_bytes() == b"a"
+
+
+def test_rename_over_a_handoff_keeps_it(place: Place) -> None:
+    folder = folder_of(place)
+    write(folder / "handoff.md", "old handoff", at(3))
+    write(folder / "handoff.md.tmp.123.456", "new handoff", at(4))
+    keep = keep_of(place, "handoff.md", 20)
+    staging.rename(place, "handoff.md.tmp.123.456", place, "handoff.md", keep=keep)
+    assert (folder / "handoff.md").read_bytes() == b"new handoff"
+    name = f"claude@{history_stamp(at(3))}.md"
+    assert kept(place, "handoff.md") == [name]
+    assert (folder / ".history" / "handoff.md" / name).read_bytes() == b"old handoff"
+
+
+def test_unlink_mkdir_rmdir(place: Place) -> None:
+    folder = folder_of(place)
+    staging.mkdir(place, "sub", 0o755)
+    assert (folder / "sub").is_dir()
+    with pytest.raises(FileExistsError):
+        staging.mkdir(place, "sub", 0o755)
+    write(folder / "sub" / "a.md", "a")
+    with pytest.raises(OSError, match="not empty"):
+        staging.rmdir(place, "sub")
+    staging.unlink(place.below("sub"), "a.md")
+    staging.rmdir(place, "sub")
+    assert os.listdir(folder) == []
+    with pytest.raises(FileNotFoundError):
+        staging.unlink(place, "a.md")
+
+
+def test_set_attrs(place: Place) -> None:
+    target = write(folder_of(place) / "a.md", "0123456789")
+    staging.set_attrs(place, "a.md", mode=0o600, size=3)
+    staging.set_attrs(place, "a.md", times_ns=(at(1), at(2)))
+    st = target.stat()
+    assert stat.S_IMODE(st.st_mode) == 0o600
+    assert st.st_mtime_ns == at(2)
+    assert target.read_bytes() == b"012"
+
+
+def test_copy_tree_file(tmp_path: Path) -> None:
+    src = write(tmp_path / "src.md", "body")
+    staging.copy_tree_file(src, tmp_path / "dst.md")
+    assert (tmp_path / "dst.md").read_bytes() == b"body"
+
+
+# --- containment: no symlink below the source root -------------------------------------
+
+
+def test_open_dir_refuses_a_symlink_component(place: Place, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (place.root / CLAUDE_SLUG).symlink_to(outside)
+    for create in (False, True):
+        assert errno_of(staging.open_dir, place, create=create) in REFUSED
+    (outside / "memory").mkdir()
+    assert errno_of(staging.open_dir, place, create=False) in REFUSED
+    # Nothing is written through the link either.
+    assert errno_of(staging.replace, place, "a.md", b"escaped") in REFUSED
+    assert errno_of(Stage, place, "a.md", initial_fd=None, mode=0o644) in REFUSED
+    assert list(outside.rglob("*")) == [outside / "memory"]
+
+
+def test_open_dir_refuses_a_dangling_symlink_even_to_create(place: Place, tmp_path: Path) -> None:
+    (place.root / CLAUDE_SLUG).mkdir()
+    (place.root / CLAUDE_SLUG / "memory").symlink_to(tmp_path / "would-be-created")
+    assert errno_of(staging.open_dir, place, create=True) in REFUSED
+    assert not (tmp_path / "would-be-created").exists()
+
+
+def test_open_dir_refuses_a_bad_component(place: Place) -> None:
+    for bad in ("..", ".", "", "a/b"):
+        assert errno_of(staging.open_dir, place.below(bad), create=True) == errno.EINVAL
+
+
+def test_open_dir_trusts_the_root_itself(tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    (real / "x").mkdir(parents=True)
+    (tmp_path / "root-link").symlink_to(real)
+    fd = staging.open_dir(Place(tmp_path / "root-link", ("x",)), create=False)
+    os.close(fd)
+
+
+def test_open_dir_of_a_missing_folder_without_create(place: Place) -> None:
+    with pytest.raises(FileNotFoundError):
+        staging.open_dir(place, create=False)
+    assert not (place.root / CLAUDE_SLUG).exists()
