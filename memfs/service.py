@@ -37,7 +37,6 @@ FUSERMOUNT = "/usr/bin/fusermount3"
 MKDIR = "/usr/bin/mkdir"
 # memfs has no web home yet; an https URL because `man:` links make
 # `systemd-analyze verify` run man(1), which slim images lack.
-DOCUMENTATION = "https://github.com/libfuse/libfuse"
 # `enable --now` waits for READY=1 (Type=notify); systemd's own start timeout
 # is 90 s, so this only trips when systemctl itself hangs.
 SYSTEMCTL_TIMEOUT = 180.0
@@ -54,7 +53,6 @@ _TEMPLATE = """\
 # memfs command in use; edits to an installed copy are lost on the next install.
 [Unit]
 Description=memfs: every coding agent's project memory, merged in one FUSE mount
-Documentation={documentation}
 # A crash loop ends failed and visible instead of retrying for ever.
 StartLimitIntervalSec=60
 StartLimitBurst=5
@@ -107,7 +105,6 @@ def render_unit(exec_start: list[str], mountpoint: str = DEFAULT_MOUNTPOINT) -> 
     executable, *arguments = exec_start
     words = [_executable_word(executable), *map(_argument_word, arguments)]
     return _TEMPLATE.format(
-        documentation=DOCUMENTATION,
         fusermount=FUSERMOUNT,
         mkdir=MKDIR,
         mountpoint=_argument_word(mountpoint),

@@ -204,7 +204,6 @@ def test_unit_settings() -> None:
     assert settings[("Service", "RestartSec")] == "2"
     assert settings[("Install", "WantedBy")] == "default.target"
     assert ("Unit", "Description") in settings
-    assert ("Unit", "Documentation") in settings
     assert not any(key == "KillMode" for _, key, _ in _settings(text))
     assert _values(text, "ExecStartPre") == [
         "-/usr/bin/fusermount3 -uz %h/memfs",
