@@ -14,7 +14,7 @@ from pathlib import Path
 
 from memfs import config as cfg
 from memfs import sources
-from memfs.project import Origin, Project
+from memfs.project import Leaf, Origin, Project
 from memfs.slug import canonical_slug, claude_slug
 
 # 2026-01-01T00:00:00Z: a fixed "now" so no test depends on the clock.
@@ -129,7 +129,7 @@ def load_project(config: cfg.Config, slug: str = CLAUDE_SLUG) -> Project:
     return project
 
 
-def view(project: Project) -> tuple[list[tuple[str, object]], dict[str, list[str]]]:
+def view(project: Project) -> tuple[list[tuple[str, Leaf]], dict[str, list[str]]]:
     """Everything the merged view shows: sorted leaves and every folder's sorted children."""
     leaves = sorted(project.tree.leaves())
     folders: dict[str, list[str]] = {}
