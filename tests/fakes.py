@@ -1,0 +1,53 @@
+"""Stand-ins for the pyfuse3 objects the tier-2 adapter tests cannot build from Python.
+
+``pyfuse3.RequestContext`` and ``pyfuse3.ReaddirToken`` are made by pyfuse3 for each kernel
+request; the tests hand the handlers plain objects with the same attributes instead, and
+replace ``pyfuse3.readdir_reply`` (as ``memfs.fs`` calls it) with `fake_readdir_reply`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import pyfuse3
+
+
+@dataclass
+class FakeContext:
+    """What a handler reads from a request: the caller's pid, uid, gid and umask."""
+
+    pid: int = field(default_factory=os.getpid)
+    uid: int = field(default_factory=os.getuid)
+    gid: int = field(default_factory=os.getgid)
+    umask: int = 0o022
+
+
+@dataclass
+class FakeToken:
+    """One readdir call's reply buffer, full after ``room`` entries (None: never full)."""
+
+    room: int | None = None
+    # (name, attributes, next_id) of every entry accepted, then of every entry refused
+    accepted: list[tuple[bytes, pyfuse3.EntryAttributes, int]] = field(default_factory=list)
+    refused: list[tuple[bytes, pyfuse3.EntryAttributes, int]] = field(default_factory=list)
+
+    @property
+    def names(self) -> list[str]:
+        return [os.fsdecode(name) for name, _, _ in self.accepted]
+
+    @property
+    def next_id(self) -> int:
+        """The ``start_id`` that resumes after the last accepted entry."""
+        return self.accepted[-1][2] if self.accepted else 0
+
+
+def fake_readdir_reply(
+    token: FakeToken, name: bytes, attrs: pyfuse3.EntryAttributes, next_id: int
+) -> bool:
+    """``pyfuse3.readdir_reply``: True while the buffer has room, as the kernel's would."""
+    if token.room is not None and len(token.accepted) >= token.room:
+        token.refused.append((name, attrs, next_id))
+        return False
+    token.accepted.append((name, attrs, next_id))
+    return True

@@ -1,0 +1,1022 @@
+"""Tier 2: the pyfuse3 adapter, its handlers awaited directly with a stand-in request context.
+
+No mount: ``pyfuse3.init`` is never called. The sources are a fake home on ``tmp_path`` with
+two Claude Code accounts (``~/.claude``, the own source named ``claude``; ``~/.claude-work``,
+named ``work``) and pi's memory folder. The kernel invalidations the adapter queues are read
+back from its channel instead of being sent.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import stat
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyfuse3
+import pytest
+import trio
+from fakes import FakeContext, FakeToken, fake_readdir_reply
+from helpers import CLAUDE_SLUG, PI_SLUG, FakeHome, at, fake_home, write
+
+from memfs import config as cfg
+from memfs import fs
+from memfs.fs import HERE_INODE, ROOT_INODE, STATUS_XATTR, MemFS
+from memfs.project import Project, history_stamp
+from memfs.slug import canonical_slug, claude_slug
+from memfs.sources import NAME_MAX, STAGE_PREFIX
+
+CTX = FakeContext()
+
+OWN_MEMORY = "- [A](a.md)\n"
+WORK_MEMORY = "- [A](a.md)\n- [B](b.md)\n"
+UNION = "- [A](a.md)\n- [B](b.md)\n"
+OWN_A = "own a\n"
+WORK_A = "work a, newer than the own one\n"
+B_BODY = "---\ndescription: bee\n---\nb body\n"
+C_BODY = "c\n"
+D_BODY = "d from pi\n"
+# A project only pi has: pi keeps '.' in its folder name, the mount shows the canonical slug.
+PI_ONLY_FOLDER = "-home-a-pi.only"
+PI_ONLY_SLUG = canonical_slug(PI_ONLY_FOLDER)
+PROJECT_LISTING = [".history", "MEMORY.md", "PREAMBLE.md", "a.md", "b.md", "d.md", "sub"]
+WORK_A_HISTORY = f".history/a.md/work@{history_stamp(at(30))}.md"
+
+
+@dataclass
+class Sample:
+    home: FakeHome
+    own: Path  # ~/.claude/projects/<slug>/memory
+    work: Path  # ~/.claude-work/projects/<slug>/memory
+    pi: Path  # ~/.pi/agent/memory/<pi's spelling of the slug>
+    mnt: Path
+    ops: MemFS
+
+
+def build(home: FakeHome, mnt: Path, config: cfg.Config | None = None) -> MemFS:
+    return MemFS(config or home.config(), mountpoint=mnt)
+
+
+@pytest.fixture
+def sample(tmp_path: Path) -> Sample:
+    home = fake_home(tmp_path)
+    own, work, pi = home.memory(".claude"), home.memory(".claude-work"), home.pi()
+    write(own / "MEMORY.md", OWN_MEMORY, at(10))
+    write(own / "a.md", OWN_A, at(5))
+    write(work / "MEMORY.md", WORK_MEMORY, at(20))
+    write(work / "a.md", WORK_A, at(30))
+    write(work / "b.md", B_BODY, at(15))
+    write(work / "sub" / "c.md", C_BODY, at(12))
+    write(pi / "d.md", D_BODY, at(40))
+    write(home.pi(PI_ONLY_FOLDER) / "p.md", "p\n", at(1))
+    mnt = tmp_path / "mnt"
+    config = home.config()
+    assert [s.name for s in config.sources] == ["claude", "work", "pi"]
+    assert config.own is not None
+    assert config.own.name == "claude"
+    return Sample(home, own, work, pi, mnt, build(home, mnt, config))
+
+
+@pytest.fixture
+def readdir_reply(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(fs.pyfuse3, "readdir_reply", fake_readdir_reply)
+
+
+# --- helpers ---------------------------------------------------------------------------
+
+
+async def fuse_errno(call: Awaitable[object]) -> int:
+    """The errno of the FUSEError a handler raises; fails the test when it raises none."""
+    with pytest.raises(pyfuse3.FUSEError) as info:
+        await call
+    return info.value.errno
+
+
+async def walk(ops: MemFS, path: str) -> pyfuse3.EntryAttributes:
+    """Look up each '/'-separated component from the root, as the kernel's path walk does."""
+    attrs = await ops.getattr(ROOT_INODE, CTX)
+    for name in path.split("/"):
+        attrs = await ops.lookup(attrs.st_ino, os.fsencode(name), CTX)
+    return attrs
+
+
+async def read_all(ops: MemFS, fh: int, chunk: int = 7) -> bytes:
+    """Every byte of an open handle, read in small pieces at increasing offsets."""
+    out = b""
+    while True:
+        piece = await ops.read(fh, len(out), chunk)
+        out += piece
+        if len(piece) < chunk:
+            return out
+
+
+async def cat(ops: MemFS, ino: int) -> bytes:
+    info = await ops.open(ino, os.O_RDONLY, CTX)
+    try:
+        return await read_all(ops, info.fh)
+    finally:
+        await ops.release(info.fh)
+
+
+async def write_through(ops: MemFS, ino: int, data: bytes, flags: int) -> None:
+    """open for writing, write, flush (what close() waits for), release."""
+    info = await ops.open(ino, flags, CTX)
+    try:
+        assert await ops.write(info.fh, 0, data) == len(data)
+        await ops.flush(info.fh)
+    finally:
+        await ops.release(info.fh)
+
+
+async def listing(ops: MemFS, ino: int, room: int | None = None) -> list[str]:
+    """A whole listing through one handle, ``room`` entries per readdir call."""
+    fh = await ops.opendir(ino, CTX)
+    names: list[str] = []
+    start = 0
+    try:
+        while True:
+            token = FakeToken(room)
+            await ops.readdir(fh, start, token)
+            names += token.names
+            if not token.refused:
+                return names
+            assert token.accepted, "a refused first entry would loop forever"
+            start = token.next_id
+    finally:
+        await ops.releasedir(fh)
+
+
+def drain(ops: MemFS) -> set[tuple[str, int, bytes]]:
+    """Every kernel invalidation the adapter queued since the last drain."""
+    queued = set()
+    while True:
+        try:
+            queued.add(ops.invalidator._receive.receive_nowait())
+        except trio.WouldBlock:
+            return queued
+
+
+def rescan(ops: MemFS, slug: str = CLAUDE_SLUG) -> Project:
+    """What the watcher does after inotify reports a change in a loaded project's folders."""
+    project = ops.catalog.loaded()[slug]
+    for i in range(len(project.origins)):
+        project.rescan(i)
+    project._check()
+    return project
+
+
+def digest(folder: Path) -> dict[str, tuple[int, str, int]]:
+    """Every entry below ``folder``: mode, sha256 of a file's bytes, mtime."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(folder):
+        for name in [*dirnames, *filenames]:
+            path = Path(dirpath) / name
+            st = path.lstat()
+            body = path.read_bytes() if stat.S_ISREG(st.st_mode) else b""
+            rel = str(path.relative_to(folder))
+            out[rel] = (st.st_mode, hashlib.sha256(body).hexdigest(), st.st_mtime_ns)
+    return out
+
+
+def read_only_trees(sample: Sample) -> dict[str, dict[str, tuple[int, str, int]]]:
+    home = sample.home.home
+    return {"work": digest(home / ".claude-work"), "pi": digest(home / ".pi")}
+
+
+def stage_leftovers(folder: Path) -> list[Path]:
+    return [p for p in folder.rglob("*") if p.name.startswith(STAGE_PREFIX)]
+
+
+# --- lookup and forget -----------------------------------------------------------------
+
+
+async def test_lookup_at_the_root_finds_canonical_projects_and_here(sample: Sample) -> None:
+    ops = sample.ops
+    project = await ops.lookup(ROOT_INODE, CLAUDE_SLUG.encode(), CTX)
+    pi_only = await ops.lookup(ROOT_INODE, PI_ONLY_SLUG.encode(), CTX)
+    here = await ops.lookup(ROOT_INODE, b"here", CTX)
+    assert stat.S_ISDIR(project.st_mode)
+    assert stat.S_ISDIR(pi_only.st_mode)
+    assert PI_ONLY_SLUG == "-home-a-pi-only"
+    assert len({project.st_ino, pi_only.st_ino, HERE_INODE, ROOT_INODE}) == 4
+    assert here.st_ino == HERE_INODE
+    assert stat.S_ISLNK(here.st_mode)
+    # pi's spelling of a slug is folded into the canonical one, not a second project.
+    for raw in (PI_SLUG, PI_ONLY_FOLDER):
+        assert await fuse_errno(ops.lookup(ROOT_INODE, raw.encode(), CTX)) == errno.ENOENT
+    d = await ops.lookup(project.st_ino, b"d.md", CTX)
+    assert d.st_size == len(D_BODY)
+    p = await ops.lookup(pi_only.st_ino, b"p.md", CTX)
+    assert p.st_size == 2
+    # "." and ".." name the folder and its parent.
+    assert (await ops.lookup(project.st_ino, b".", CTX)).st_ino == project.st_ino
+    assert (await ops.lookup(project.st_ino, b"..", CTX)).st_ino == ROOT_INODE
+
+
+async def test_lookup_of_an_unknown_name_is_enoent(sample: Sample) -> None:
+    ops = sample.ops
+    project = await walk(ops, CLAUDE_SLUG)
+    sub = await ops.lookup(project.st_ino, b"sub", CTX)
+    assert await fuse_errno(ops.lookup(HERE_INODE, b"a.md", CTX)) == errno.ENOTDIR
+    for parent, name in [
+        (ROOT_INODE, b"-home-a-nothing"),
+        (ROOT_INODE, b"nothing"),
+        (project.st_ino, b"nothing.md"),
+        (project.st_ino, b"here"),  # `here` lives at the root only
+        (project.st_ino, b"c.md"),  # sub/c.md is not at the top
+        (sub.st_ino, b"a.md"),
+    ]:
+        assert await fuse_errno(ops.lookup(parent, name, CTX)) == errno.ENOENT, name
+
+
+async def test_lookup_of_a_name_over_255_bytes_is_enametoolong(sample: Sample) -> None:
+    ops = sample.ops
+    project = await walk(ops, CLAUDE_SLUG)
+    # Bytes, not characters: 128 two-byte characters are 256 bytes.
+    for name in (b"x" * (NAME_MAX + 1), ("\u00e9" * 128).encode(), b"-" * 300):
+        for parent in (ROOT_INODE, project.st_ino):
+            assert await fuse_errno(ops.lookup(parent, name, CTX)) == errno.ENAMETOOLONG
+    # 255 bytes is a legal name that simply is not there.
+    for parent in (ROOT_INODE, project.st_ino):
+        assert await fuse_errno(ops.lookup(parent, b"x" * NAME_MAX, CTX)) == errno.ENOENT
+
+
+async def test_negative_lookups_take_no_inode_number(sample: Sample) -> None:
+    # Editors, shells and agents probe many names that do not exist; no forget ever comes
+    # for them, so a number handed out there would never be freed.
+    ops = sample.ops
+    project = await walk(ops, CLAUDE_SLUG)
+    inodes = ops.status()["inodes"]
+    for n in range(200):
+        name = f"missing-{n}.md".encode()
+        assert await fuse_errno(ops.lookup(project.st_ino, name, CTX)) == errno.ENOENT
+        assert await fuse_errno(ops.lookup(ROOT_INODE, b"-x" + name, CTX)) == errno.ENOENT
+    assert ops.status()["inodes"] == inodes
+
+
+async def test_a_path_keeps_its_inode_number_across_lookups(sample: Sample) -> None:
+    ops = sample.ops
+    first = {p: (await walk(ops, f"{CLAUDE_SLUG}/{p}")).st_ino for p in ("a.md", "sub/c.md")}
+    project = await walk(ops, CLAUDE_SLUG)
+    sub = await ops.lookup(project.st_ino, b"sub", CTX)
+    assert (await ops.lookup(project.st_ino, b"a.md", CTX)).st_ino == first["a.md"]
+    assert (await ops.lookup(sub.st_ino, b"c.md", CTX)).st_ino == first["sub/c.md"]
+    assert (await ops.lookup(ROOT_INODE, CLAUDE_SLUG.encode(), CTX)).st_ino == project.st_ino
+    assert first["a.md"] != first["sub/c.md"]
+
+
+async def test_forget_to_zero_keeps_the_inode_of_a_path_that_exists(sample: Sample) -> None:
+    ops = sample.ops
+    project = await walk(ops, CLAUDE_SLUG)
+    a = await ops.lookup(project.st_ino, b"a.md", CTX)
+    assert (await ops.lookup(project.st_ino, b"a.md", CTX)).st_ino == a.st_ino
+    assert ops._lookups[a.st_ino] == 2
+    await ops.forget([(a.st_ino, 1)])
+    assert ops._lookups[a.st_ino] == 1
+    inodes = ops.status()["inodes"]
+    await ops.forget([(a.st_ino, 1), (project.st_ino, 1)])
+    assert ops._lookups[a.st_ino] == 0
+    # The path still exists: its number is kept, so the next walk gets the same one.
+    assert ops.status()["inodes"] == inodes
+    assert (await ops.getattr(a.st_ino, CTX)).st_size == len(OWN_A)
+    assert (await walk(ops, f"{CLAUDE_SLUG}/a.md")).st_ino == a.st_ino
+
+
+async def test_forget_to_zero_frees_the_inode_of_a_vanished_path(sample: Sample) -> None:
+    ops = sample.ops
+    project = await walk(ops, CLAUDE_SLUG)
+    b = await ops.lookup(project.st_ino, b"b.md", CTX)
+    await ops.lookup(project.st_ino, b"b.md", CTX)
+    inodes = ops.status()["inodes"]
+    (sample.work / "b.md").unlink()
+    rescan(ops)
+    assert await fuse_errno(ops.getattr(b.st_ino, CTX)) == errno.ENOENT
+    # Still looked up once by the kernel: the number stays reserved.
+    await ops.forget([(b.st_ino, 1)])
+    assert ops.status()["inodes"] == inodes
+    await ops.forget([(b.st_ino, 1)])
+    assert ops.status()["inodes"] == inodes - 1
+    assert await fuse_errno(ops.getattr(b.st_ino, CTX)) == errno.ENOENT
+    # The path comes back: it gets a fresh number, never the freed one.
+    write(sample.work / "b.md", B_BODY, at(50))
+    rescan(ops)
+    again = await ops.lookup(project.st_ino, b"b.md", CTX)
+    assert again.st_ino != b.st_ino
+    assert again.st_mtime_ns == at(50)
+
+
+async def test_forget_of_reserved_or_unknown_inodes_is_harmless(sample: Sample) -> None:
+    ops = sample.ops
+    await ops.lookup(ROOT_INODE, b"here", CTX)
+    await ops.forget([(ROOT_INODE, 3), (HERE_INODE, 1), (HERE_INODE, 5), (999_999, 2)])
+    assert stat.S_ISDIR((await ops.getattr(ROOT_INODE, CTX)).st_mode)
+    assert (await ops.lookup(ROOT_INODE, b"here", CTX)).st_ino == HERE_INODE
+    assert await fuse_errno(ops.getattr(999_999, CTX)) == errno.ENOENT
+
+
+# --- getattr ---------------------------------------------------------------------------
+
+
+async def test_getattr_of_a_file_is_its_heads_real_size_and_mtime(sample: Sample) -> None:
+    ops = sample.ops
+    heads = {
+        "a.md": sample.own / "a.md",  # the own source's version wins though older
+        "b.md": sample.work / "b.md",
+        "d.md": sample.pi / "d.md",  # from pi's spelling of the slug
+        "sub/c.md": sample.work / "sub" / "c.md",
+    }
+    for path, real in heads.items():
+        found = await walk(ops, f"{CLAUDE_SLUG}/{path}")
+        st = real.stat()
+        for attrs in (found, await ops.getattr(found.st_ino, CTX)):
+            assert attrs.st_ino == found.st_ino
+            assert stat.S_ISREG(attrs.st_mode), path
+            assert stat.S_IMODE(attrs.st_mode) == 0o644, path
+            assert attrs.st_size == st.st_size, path
+            assert attrs.st_mtime_ns == st.st_mtime_ns, path
+            assert attrs.st_nlink == 1
+            assert (attrs.st_uid, attrs.st_gid) == (os.getuid(), os.getgid())
+
+
+async def test_getattr_of_folders(sample: Sample) -> None:
+    ops = sample.ops
+    root = await ops.getattr(ROOT_INODE, CTX)
+    expected = {
+        CLAUDE_SLUG: 0o755,
+        f"{CLAUDE_SLUG}/sub": 0o755,
+        f"{CLAUDE_SLUG}/.history": 0o555,
+        f"{CLAUDE_SLUG}/.history/a.md": 0o555,
+    }
+    assert stat.S_ISDIR(root.st_mode)
+    assert root.st_ino == ROOT_INODE
+    for path, mode in expected.items():
+        attrs = await walk(ops, path)
+        for a in (root, attrs, await ops.getattr(attrs.st_ino, CTX)):
+            assert stat.S_ISDIR(a.st_mode), path
+            assert a.st_size == 0
+            assert (a.st_uid, a.st_gid) == (os.getuid(), os.getgid())
+        assert stat.S_IMODE(attrs.st_mode) == mode, path
+
+
+async def test_getattr_of_preamble_is_the_size_an_open_reads(sample: Sample) -> None:
+    ops = sample.ops
+    found = await walk(ops, f"{CLAUDE_SLUG}/PREAMBLE.md")
+    body = await cat(ops, found.st_ino)
+    assert body
+    assert found.st_size == len(body)
+    attrs = await ops.getattr(found.st_ino, CTX)
+    assert attrs.st_size == len(body)
+    assert stat.S_ISREG(attrs.st_mode)
+    assert stat.S_IMODE(attrs.st_mode) == 0o444
+    # As new as the newest file it draws on, so mtime ranking sees it change.
+    assert attrs.st_mtime_ns == at(40)
+
+
+async def test_getattr_of_memory_md_is_the_union_length(sample: Sample) -> None:
+    ops = sample.ops
+    found = await walk(ops, f"{CLAUDE_SLUG}/MEMORY.md")
+    assert found.st_size == len(UNION.encode())
+    assert found.st_size != (sample.own / "MEMORY.md").stat().st_size
+    assert (await ops.getattr(found.st_ino, CTX)).st_size == len(UNION.encode())
+    assert stat.S_IMODE(found.st_mode) == 0o644
+
+
+async def test_getattr_of_history_is_read_only(sample: Sample) -> None:
+    ops = sample.ops
+    found = await walk(ops, f"{CLAUDE_SLUG}/{WORK_A_HISTORY}")
+    st = (sample.work / "a.md").stat()
+    for attrs in (found, await ops.getattr(found.st_ino, CTX)):
+        assert stat.S_ISREG(attrs.st_mode)
+        assert stat.S_IMODE(attrs.st_mode) == 0o444
+        assert attrs.st_size == st.st_size
+        assert attrs.st_mtime_ns == st.st_mtime_ns
+        assert (attrs.st_uid, attrs.st_gid) == (os.getuid(), os.getgid())
+
+
+async def test_getattr_of_here_and_of_unknown_inodes(sample: Sample) -> None:
+    ops = sample.ops
+    here = await ops.getattr(HERE_INODE, CTX)
+    assert stat.S_ISLNK(here.st_mode)
+    # Computed per caller: the kernel must not cache it.
+    assert here.attr_timeout == 0
+    assert here.entry_timeout == 0
+    assert await fuse_errno(ops.getattr(424_242, CTX)) == errno.ENOENT
+
+
+# --- opendir and readdir ---------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("readdir_reply")
+async def test_readdir_lists_sorted_names(sample: Sample) -> None:
+    ops = sample.ops
+    project = await walk(ops, CLAUDE_SLUG)
+    names = await listing(ops, project.st_ino)
+    assert names == PROJECT_LISTING
+    assert names == sorted(names)
+    sub = await ops.lookup(project.st_ino, b"sub", CTX)
+    assert await listing(ops, sub.st_ino) == ["c.md"]
+    history = await ops.lookup(project.st_ino, b".history", CTX)
+    assert await listing(ops, history.st_ino) == ["MEMORY.md", "a.md"]
+    a_history = await ops.lookup(history.st_ino, b"a.md", CTX)
+    assert await listing(ops, a_history.st_ino) == [WORK_A_HISTORY.rpartition("/")[2]]
+
+
+@pytest.mark.usefixtures("readdir_reply")
+async def test_readdir_of_the_root_reads_no_project(sample: Sample) -> None:
+    ops = sample.ops
+    names = await listing(ops, ROOT_INODE)
+    assert set(names) == {"here", CLAUDE_SLUG, PI_ONLY_SLUG}
+    slugs = [n for n in names if n != "here"]
+    assert slugs == sorted(slugs)
+    assert ops.catalog.loaded() == {}
+
+
+@pytest.mark.usefixtures("readdir_reply")
+async def test_readdir_entries_carry_the_same_attributes_as_lookup(sample: Sample) -> None:
+    ops = sample.ops
+    project = await walk(ops, CLAUDE_SLUG)
+    fh = await ops.opendir(project.st_ino, CTX)
+    token = FakeToken()
+    await ops.readdir(fh, 0, token)
+    await ops.releasedir(fh)
+    for name, attrs, _ in token.accepted:
+        found = await ops.lookup(project.st_ino, name, CTX)
+        assert attrs.st_ino == found.st_ino, name
+        assert attrs.st_mode == found.st_mode, name
+        assert attrs.st_size == found.st_size, name
+        assert attrs.st_mtime_ns == found.st_mtime_ns, name
+    assert [next_id for _, _, next_id in token.accepted] == list(range(1, 8))
+
+
+@pytest.mark.usefixtures("readdir_reply")
+async def test_readdir_works_from_a_snapshot_taken_at_opendir(sample: Sample) -> None:
+    ops = sample.ops
+    project = await walk(ops, CLAUDE_SLUG)
+    fh = await ops.opendir(project.st_ino, CTX)
+    first = FakeToken(room=3)
+    await ops.readdir(fh, 0, first)
+    assert first.names == PROJECT_LISTING[:3]
+    # A file sorting before the cookie appears mid-listing: counting positions in the live
+    # folder would list PREAMBLE.md twice.
+    write(sample.own / "0.md", "zero\n", at(60))
+    rescan(ops)
+    second = FakeToken()
+    await ops.readdir(fh, first.next_id, second)
+    await ops.releasedir(fh)
+    assert first.names + second.names == PROJECT_LISTING
+    # A new handle sees the new file.
+    assert "0.md" in await listing(ops, project.st_ino)
+
+
+@pytest.mark.usefixtures("readdir_reply")
+async def test_readdir_skips_an_entry_that_vanished_since_opendir(sample: Sample) -> None:
+    ops = sample.ops
+    project = await walk(ops, CLAUDE_SLUG)
+    fh = await ops.opendir(project.st_ino, CTX)
+    first = FakeToken(room=2)
+    await ops.readdir(fh, 0, first)
+    (sample.work / "b.md").unlink()
+    rescan(ops)
+    second = FakeToken()
+    await ops.readdir(fh, first.next_id, second)
+    await ops.releasedir(fh)
+    assert first.names + second.names == [n for n in PROJECT_LISTING if n != "b.md"]
+    assert (CLAUDE_SLUG, "b.md") not in ops._ino_by_key  # no number for what was skipped
+
+
+@pytest.mark.usefixtures("readdir_reply")
+async def test_readdir_refusal_stops_and_the_next_call_resumes(sample: Sample) -> None:
+    ops = sample.ops
+    project = await walk(ops, CLAUDE_SLUG)
+    fh = await ops.opendir(project.st_ino, CTX)
+    seen: list[str] = []
+    start = 0
+    calls = 0
+    while True:
+        token = FakeToken(room=2)
+        await ops.readdir(fh, start, token)
+        calls += 1
+        for _, attrs, _ in token.accepted:
+            assert ops._lookups[attrs.st_ino] == 1  # every accepted entry counts as a lookup
+        if not token.refused:
+            break
+        # The kernel stops at the first refusal: exactly one entry offered and not counted.
+        assert len(token.refused) == 1
+        name, refused, next_id = token.refused[0]
+        assert next_id == token.next_id + 1
+        assert ops._lookups[refused.st_ino] == 0
+        assert os.fsdecode(name) == PROJECT_LISTING[len(seen) + len(token.accepted)]
+        seen += token.names
+        start = token.next_id
+    seen += token.names
+    await ops.releasedir(fh)
+    assert seen == PROJECT_LISTING
+    assert calls == 4
+    # Each entry was accepted exactly once, so each counts once, whatever was refused before.
+    for name in PROJECT_LISTING:
+        found = await ops.lookup(project.st_ino, name.encode(), CTX)
+        assert ops._lookups[found.st_ino] == 2, name
+
+
+@pytest.mark.usefixtures("readdir_reply")
+async def test_readdir_past_the_end_and_on_unknown_handles_is_empty(sample: Sample) -> None:
+    ops = sample.ops
+    project = await walk(ops, CLAUDE_SLUG)
+    fh = await ops.opendir(project.st_ino, CTX)
+    token = FakeToken()
+    await ops.readdir(fh, len(PROJECT_LISTING), token)
+    assert token.accepted == []
+    await ops.releasedir(fh)
+    token = FakeToken()
+    await ops.readdir(fh, 0, token)  # released: nothing to list
+    assert token.accepted == []
+
+
+async def test_opendir_of_a_file_is_enotdir(sample: Sample) -> None:
+    ops = sample.ops
+    a = await walk(ops, f"{CLAUDE_SLUG}/a.md")
+    assert await fuse_errno(ops.opendir(a.st_ino, CTX)) == errno.ENOTDIR
+    assert await fuse_errno(ops.opendir(424_242, CTX)) == errno.ENOENT
+
+
+# --- open, read, release ---------------------------------------------------------------
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+async def test_a_head_file_is_read_through_a_lazily_opened_descriptor(sample: Sample) -> None:
+    ops = sample.ops
+    a = await walk(ops, f"{CLAUDE_SLUG}/a.md")
+    fds = open_fds()
+    info = await ops.open(a.st_ino, os.O_RDONLY, CTX)
+    assert info.keep_cache
+    assert ops._handles[info.fh].fd == -1  # nothing opened until the first read
+    assert open_fds() == fds
+    body = OWN_A.encode()
+    assert await ops.read(info.fh, 0, 4096) == body
+    assert ops._handles[info.fh].fd >= 0
+    assert await ops.read(info.fh, 2, 3) == body[2:5]
+    assert await ops.read(info.fh, len(body) - 1, 100) == body[-1:]
+    assert await ops.read(info.fh, len(body), 100) == b""
+    assert await ops.read(info.fh, 10_000, 100) == b""
+    await ops.release(info.fh)
+    assert open_fds() == fds
+    assert ops.status()["open_handles"] == 0
+
+
+async def test_history_files_read_the_version_they_name(sample: Sample) -> None:
+    ops = sample.ops
+    found = await walk(ops, f"{CLAUDE_SLUG}/{WORK_A_HISTORY}")
+    info = await ops.open(found.st_ino, os.O_RDONLY, CTX)
+    assert info.keep_cache
+    assert await read_all(ops, info.fh) == WORK_A.encode()
+    assert await ops.read(info.fh, 5, 6) == WORK_A.encode()[5:11]
+    await ops.release(info.fh)
+    # The head at the same path still reads the own version.
+    assert await cat(ops, (await walk(ops, f"{CLAUDE_SLUG}/a.md")).st_ino) == OWN_A.encode()
+
+
+async def test_memory_md_reads_the_union(sample: Sample) -> None:
+    ops = sample.ops
+    found = await walk(ops, f"{CLAUDE_SLUG}/MEMORY.md")
+    info = await ops.open(found.st_ino, os.O_RDONLY, CTX)
+    assert info.keep_cache
+    assert await read_all(ops, info.fh) == UNION.encode()
+    assert await ops.read(info.fh, 12, 100) == b"- [B](b.md)\n"
+    await ops.release(info.fh)
+    # The version the union draws on is also kept as history.
+    history = f"{CLAUDE_SLUG}/.history/MEMORY.md/work@{history_stamp(at(20))}.md"
+    assert await cat(ops, (await walk(ops, history)).st_ino) == WORK_MEMORY.encode()
+
+
+async def test_preamble_is_a_snapshot_the_page_cache_must_not_keep(sample: Sample) -> None:
+    ops = sample.ops
+    found = await walk(ops, f"{CLAUDE_SLUG}/PREAMBLE.md")
+    info = await ops.open(found.st_ino, os.O_RDONLY, CTX)
+    assert not info.keep_cache
+    body = await read_all(ops, info.fh)
+    assert await ops.read(info.fh, 10, 20) == body[10:30]
+    assert f"{sample.mnt}/{CLAUDE_SLUG}".encode() in body
+    assert D_BODY.encode() in body  # the newest file is inlined
+    await ops.release(info.fh)
+    # The same sources give byte-identical output.
+    assert await cat(ops, found.st_ino) == body
+    assert len(body) <= cfg.PreambleSettings().budget
+
+
+async def test_open_of_what_is_no_file(sample: Sample) -> None:
+    ops = sample.ops
+    project = await walk(ops, CLAUDE_SLUG)
+    sub = await ops.lookup(project.st_ino, b"sub", CTX)
+    assert await fuse_errno(ops.open(project.st_ino, os.O_RDONLY, CTX)) == errno.EISDIR
+    assert await fuse_errno(ops.open(sub.st_ino, os.O_RDONLY, CTX)) == errno.EISDIR
+    assert await fuse_errno(ops.open(ROOT_INODE, os.O_RDONLY, CTX)) == errno.EISDIR
+    assert await fuse_errno(ops.open(HERE_INODE, os.O_RDONLY, CTX)) == errno.ELOOP
+    assert await fuse_errno(ops.open(424_242, os.O_RDONLY, CTX)) == errno.ENOENT
+    assert ops.status()["open_handles"] == 0
+
+
+# --- readlink `here` -------------------------------------------------------------------
+
+
+async def test_readlink_here_names_the_callers_project(
+    sample: Sample, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ops = sample.ops
+    checkout = tmp_path / "code" / "my app"
+    (checkout / ".git").mkdir(parents=True)
+    (checkout / "src" / "deep").mkdir(parents=True)
+    slug = claude_slug(str(checkout.resolve()))
+    write(sample.home.memory(".claude-work", slug) / "x.md", "x\n", at(1))
+    me = FakeContext(pid=os.getpid())
+    monkeypatch.chdir(checkout)
+    assert await ops.readlink(HERE_INODE, me) == slug.encode()
+    # Up to the git work tree: a folder inside the checkout is the same project.
+    monkeypatch.chdir(checkout / "src" / "deep")
+    assert await ops.readlink(HERE_INODE, me) == slug.encode()
+    # The target is a project the root serves.
+    target = await ops.lookup(ROOT_INODE, slug.encode(), CTX)
+    assert stat.S_ISDIR(target.st_mode)
+    assert (await ops.lookup(target.st_ino, b"x.md", CTX)).st_size == 2
+
+
+async def test_readlink_here_inside_the_mount_is_the_first_component(
+    sample: Sample, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ops = sample.ops
+    # Not mounted: a plain folder where the mount would be stands in for it.
+    (sample.mnt / CLAUDE_SLUG / "sub").mkdir(parents=True)
+    me = FakeContext(pid=os.getpid())
+    monkeypatch.chdir(sample.mnt / CLAUDE_SLUG / "sub")
+    assert await ops.readlink(HERE_INODE, me) == CLAUDE_SLUG.encode()
+    monkeypatch.chdir(sample.mnt)
+    assert await fuse_errno(ops.readlink(HERE_INODE, me)) == errno.ENOENT
+
+
+async def test_readlink_of_anything_but_here_is_einval(sample: Sample) -> None:
+    ops = sample.ops
+    project = await walk(ops, CLAUDE_SLUG)
+    a = await ops.lookup(project.st_ino, b"a.md", CTX)
+    for ino in (ROOT_INODE, project.st_ino, a.st_ino, 424_242):
+        assert await fuse_errno(ops.readlink(ino, CTX)) == errno.EINVAL
+
+
+# --- writes ----------------------------------------------------------------------------
+
+
+async def test_create_lands_in_the_own_folder_as_a_real_file(sample: Sample) -> None:
+    ops = sample.ops
+    before = read_only_trees(sample)
+    project = await walk(ops, CLAUDE_SLUG)
+    info, attrs = await ops.create(
+        project.st_ino, b"new.md", stat.S_IFREG | 0o666, os.O_WRONLY | os.O_CREAT, CTX
+    )
+    target = sample.own / "new.md"
+    assert stat.S_ISREG(attrs.st_mode)
+    assert attrs.st_size == 0
+    assert ops._lookups[attrs.st_ino] == 1
+    # The name answers through the mount at once.
+    assert (await ops.lookup(project.st_ino, b"new.md", CTX)).st_ino == attrs.st_ino
+    assert await ops.write(info.fh, 0, b"hello ") == 6
+    assert await ops.write(info.fh, 6, b"world\n") == 6
+    assert (await ops.getattr(attrs.st_ino, CTX)).st_size == 12  # a writer sees its bytes
+    # Readers on disk see no file or a whole one, never a part.
+    assert not target.exists() or target.read_bytes() in (b"", b"hello world\n")
+    await ops.flush(info.fh)
+    assert stat.S_ISREG(target.lstat().st_mode)
+    assert stat.S_IMODE(target.lstat().st_mode) == 0o644  # 0o666 under the umask 022
+    assert target.read_bytes() == b"hello world\n"
+    await ops.release(info.fh)
+    assert target.read_bytes() == b"hello world\n"
+    assert stage_leftovers(sample.home.home) == []
+    found = await ops.lookup(project.st_ino, b"new.md", CTX)
+    assert found.st_ino == attrs.st_ino
+    assert found.st_size == 12
+    assert found.st_mtime_ns == target.stat().st_mtime_ns
+    assert await cat(ops, found.st_ino) == b"hello world\n"
+    assert read_only_trees(sample) == before
+
+
+@pytest.mark.usefixtures("readdir_reply")
+async def test_a_created_file_is_listed_and_a_bare_create_lands_at_release(
+    sample: Sample,
+) -> None:
+    # `touch new.md`: create, then release with nothing written.
+    ops = sample.ops
+    project = await walk(ops, CLAUDE_SLUG)
+    info, attrs = await ops.create(project.st_ino, b"touched.md", 0o100644, os.O_WRONLY, CTX)
+    assert "touched.md" in await listing(ops, project.st_ino)
+    assert (await ops.getattr(attrs.st_ino, CTX)).st_size == 0
+    await ops.flush(info.fh)
+    await ops.release(info.fh)
+    assert (sample.own / "touched.md").read_bytes() == b""
+    assert "touched.md" in await listing(ops, project.st_ino)
+    assert (await ops.lookup(project.st_ino, b"touched.md", CTX)).st_ino == attrs.st_ino
+    assert stage_leftovers(sample.home.home) == []
+    assert ops.status()["open_handles"] == 0
+
+
+async def test_a_failed_commit_is_returned_by_flush_and_leaves_nothing_behind(
+    sample: Sample,
+) -> None:
+    ops = sample.ops
+    project = await walk(ops, CLAUDE_SLUG)
+    await ops.lookup(project.st_ino, b"a.md", CTX)  # the project is loaded now
+    info, _ = await ops.create(project.st_ino, b"x.md", 0o100644, os.O_WRONLY, CTX)
+    assert await ops.write(info.fh, 0, b"x\n") == 2
+    # A folder made directly in the own source, not yet reported by the watcher, is in the
+    # way of the rename: close() must report it (SPEC 7.1).
+    (sample.own / "x.md").mkdir()
+    assert await fuse_errno(ops.flush(info.fh)) == errno.EISDIR
+    await ops.release(info.fh)
+    assert (sample.own / "x.md").is_dir()
+    assert list((sample.own / "x.md").iterdir()) == []
+    assert stage_leftovers(sample.home.home) == []
+    assert ops.status()["open_handles"] == 0
+
+
+@pytest.mark.usefixtures("readdir_reply")
+async def test_create_in_a_folder_only_a_read_only_source_has(sample: Sample) -> None:
+    ops = sample.ops
+    before = read_only_trees(sample)
+    sub = await walk(ops, f"{CLAUDE_SLUG}/sub")
+    info, _ = await ops.create(sub.st_ino, b"e.md", 0o100644, os.O_WRONLY, CTX)
+    assert await ops.write(info.fh, 0, b"e\n") == 2
+    await ops.flush(info.fh)
+    await ops.release(info.fh)
+    assert (sample.own / "sub" / "e.md").read_bytes() == b"e\n"
+    assert await listing(ops, sub.st_ino) == ["c.md", "e.md"]
+    assert read_only_trees(sample) == before
+
+
+@pytest.mark.usefixtures("readdir_reply")
+async def test_create_in_a_project_the_own_source_lacks_makes_its_folder(
+    sample: Sample,
+) -> None:
+    ops = sample.ops
+    before = read_only_trees(sample)
+    own_folder = sample.home.account(".claude") / "projects" / PI_ONLY_SLUG / "memory"
+    assert not own_folder.exists()
+    project = await walk(ops, PI_ONLY_SLUG)
+    info, _ = await ops.create(project.st_ino, b"q.md", 0o100644, os.O_WRONLY, CTX)
+    assert await ops.write(info.fh, 0, b"q\n") == 2
+    await ops.flush(info.fh)
+    await ops.release(info.fh)
+    # Named by the canonical slug, not by pi's spelling.
+    assert (own_folder / "q.md").read_bytes() == b"q\n"
+    assert await listing(ops, project.st_ino) == ["PREAMBLE.md", "p.md", "q.md"]
+    assert read_only_trees(sample) == before
+
+
+async def test_a_bare_truncation_is_committed_at_release_and_an_idle_writer_changes_nothing(
+    sample: Sample,
+) -> None:
+    ops = sample.ops
+    before = read_only_trees(sample)
+    a = await walk(ops, f"{CLAUDE_SLUG}/a.md")
+    b = await walk(ops, f"{CLAUDE_SLUG}/b.md")
+    # Opened for writing, nothing written: release changes nothing anywhere.
+    info = await ops.open(b.st_ino, os.O_RDWR, CTX)
+    await ops.flush(info.fh)
+    await ops.release(info.fh)
+    assert not (sample.own / "b.md").exists()
+    # `: > a.md`: the shell flushes a dup before anything is written; readers keep the old
+    # whole file until the release commits the empty one.
+    info = await ops.open(a.st_ino, os.O_WRONLY | os.O_TRUNC, CTX)
+    await ops.flush(info.fh)
+    assert (sample.own / "a.md").read_bytes() == OWN_A.encode()
+    await ops.release(info.fh)
+    assert (sample.own / "a.md").read_bytes() == b""
+    assert (await ops.getattr(a.st_ino, CTX)).st_size == 0
+    assert stage_leftovers(sample.home.home) == []
+    assert ops.status()["open_handles"] == 0
+    assert read_only_trees(sample) == before
+
+
+async def test_open_for_write_with_trunc_replaces_the_own_version(sample: Sample) -> None:
+    ops = sample.ops
+    before = read_only_trees(sample)
+    a = await walk(ops, f"{CLAUDE_SLUG}/a.md")
+    await write_through(ops, a.st_ino, b"rewritten\n", os.O_WRONLY | os.O_TRUNC)
+    assert (sample.own / "a.md").read_bytes() == b"rewritten\n"
+    attrs = await ops.getattr(a.st_ino, CTX)
+    assert attrs.st_size == len(b"rewritten\n")
+    assert attrs.st_mtime_ns == (sample.own / "a.md").stat().st_mtime_ns
+    assert await cat(ops, a.st_ino) == b"rewritten\n"
+    assert stage_leftovers(sample.home.home) == []
+    assert read_only_trees(sample) == before
+
+
+async def test_writing_a_read_only_head_copies_it_up_to_the_own_source(sample: Sample) -> None:
+    ops = sample.ops
+    before = read_only_trees(sample)
+    b = await walk(ops, f"{CLAUDE_SLUG}/b.md")
+    await write_through(ops, b.st_ino, b"own b\n", os.O_WRONLY | os.O_TRUNC)
+    assert (sample.own / "b.md").read_bytes() == b"own b\n"
+    assert await cat(ops, b.st_ino) == b"own b\n"
+    # The work version is untouched, and shown as history now that the own one is head.
+    kept = f"{CLAUDE_SLUG}/.history/b.md/work@{history_stamp(at(15))}.md"
+    assert await cat(ops, (await walk(ops, kept)).st_ino) == B_BODY.encode()
+    # Without O_TRUNC a stage starts as a copy of the head (pi's d.md here).
+    d = await walk(ops, f"{CLAUDE_SLUG}/d.md")
+    await write_through(ops, d.st_ino, b"D", os.O_RDWR)
+    assert (sample.own / "d.md").read_bytes() == b"D from pi\n"
+    assert read_only_trees(sample) == before
+
+
+async def test_editing_memory_md_starts_from_the_union(sample: Sample) -> None:
+    ops = sample.ops
+    before = read_only_trees(sample)
+    memory = await walk(ops, f"{CLAUDE_SLUG}/MEMORY.md")
+    info = await ops.open(memory.st_ino, os.O_RDWR, CTX)
+    assert await ops.read(info.fh, 0, 4096) == UNION.encode()
+    line = b"- [C](sub/c.md)\n"
+    assert await ops.write(info.fh, len(UNION), line) == len(line)
+    await ops.flush(info.fh)
+    await ops.release(info.fh)
+    assert (sample.own / "MEMORY.md").read_bytes() == UNION.encode() + line
+    assert await cat(ops, memory.st_ino) == UNION.encode() + line
+    assert read_only_trees(sample) == before
+
+
+async def test_a_handoff_write_keeps_the_replaced_version(sample: Sample) -> None:
+    ops = sample.ops
+    name = "handoff-agent_x_20260101.md"
+    write(sample.own / name, "first\n", at(70))
+    project = await walk(ops, CLAUDE_SLUG)
+    handoff = await ops.lookup(project.st_ino, name.encode(), CTX)
+    await write_through(ops, handoff.st_ino, b"second\n", os.O_WRONLY | os.O_TRUNC)
+    assert (sample.own / name).read_bytes() == b"second\n"
+    kept = sample.own / ".history" / name / f"claude@{history_stamp(at(70))}.md"
+    assert kept.read_bytes() == b"first\n"
+    shown = await walk(ops, f"{CLAUDE_SLUG}/.history/{name}/{kept.name}")
+    assert await cat(ops, shown.st_ino) == b"first\n"
+
+
+async def test_without_an_own_source_writes_are_erofs(tmp_path: Path) -> None:
+    home = fake_home(tmp_path)
+    write(home.memory(".claude-work") / "a.md", WORK_A, at(30))
+    config_file = tmp_path / "config.toml"
+    config_file.write_text(
+        '[[source]]\nname = "work"\npath = "~/.claude-work/projects/{slug}/memory"\n'
+    )
+    config = cfg.load(home.env, config_file)
+    assert config.own is None
+    ops = build(home, tmp_path / "mnt", config)
+    before = digest(home.home)
+    project = await walk(ops, CLAUDE_SLUG)
+    a = await ops.lookup(project.st_ino, b"a.md", CTX)
+    assert stat.S_IMODE(a.st_mode) == 0o444
+    assert stat.S_IMODE(project.st_mode) == 0o555
+    for flags in (os.O_WRONLY, os.O_RDWR, os.O_WRONLY | os.O_TRUNC):
+        assert await fuse_errno(ops.open(a.st_ino, flags, CTX)) == errno.EROFS
+    create = ops.create(project.st_ino, b"new.md", 0o100644, os.O_WRONLY, CTX)
+    assert await fuse_errno(create) == errno.EROFS
+    assert await cat(ops, a.st_ino) == WORK_A.encode()
+    assert digest(home.home) == before
+    assert ops.status()["open_handles"] == 0
+
+
+async def test_preamble_and_history_are_eacces_to_writers(sample: Sample) -> None:
+    ops = sample.ops
+    before = read_only_trees(sample)
+    own_before = digest(sample.own)
+    project = await walk(ops, CLAUDE_SLUG)
+    preamble = await ops.lookup(project.st_ino, b"PREAMBLE.md", CTX)
+    history = await ops.lookup(project.st_ino, b".history", CTX)
+    kept = await walk(ops, f"{CLAUDE_SLUG}/{WORK_A_HISTORY}")
+    kept_folder = await walk(ops, f"{CLAUDE_SLUG}/.history/a.md")
+    for ino in (preamble.st_ino, kept.st_ino):
+        for flags in (os.O_WRONLY, os.O_RDWR, os.O_WRONLY | os.O_TRUNC):
+            assert await fuse_errno(ops.open(ino, flags, CTX)) == errno.EACCES
+    for parent, name in [
+        (project.st_ino, b"PREAMBLE.md"),
+        (history.st_ino, b"x.md"),
+        (kept_folder.st_ino, b"work@20260101T000000Z.md"),
+        (ROOT_INODE, b"-home-a-new"),  # the root holds projects only
+    ]:
+        create = ops.create(parent, name, 0o100644, os.O_WRONLY, CTX)
+        assert await fuse_errno(create) == errno.EACCES, name
+    assert ops.status()["open_handles"] == 0
+    assert digest(sample.own) == own_before
+    assert read_only_trees(sample) == before
+
+
+# --- invalidation after changes --------------------------------------------------------
+
+
+def settled(ops: MemFS) -> None:
+    """Drop what loading queued, so a test sees only what its change queues."""
+    ops.publish_all()
+    drain(ops)
+
+
+async def test_a_change_made_directly_in_a_source_invalidates_the_kernels_view(
+    sample: Sample,
+) -> None:
+    ops = sample.ops
+    project = await walk(ops, CLAUDE_SLUG)
+    b = await ops.lookup(project.st_ino, b"b.md", CTX)
+    preamble = await ops.lookup(project.st_ino, b"PREAMBLE.md", CTX)
+    memory = await ops.lookup(project.st_ino, b"MEMORY.md", CTX)
+    settled(ops)
+    body = "b changed directly in the source, and longer\n"
+    write(sample.work / "b.md", body, at(60))
+    ops.project_changed(rescan(ops))
+    assert drain(ops) == {
+        ("entry", project.st_ino, b"b.md"),
+        ("inode", b.st_ino, b""),
+        ("inode", preamble.st_ino, b""),  # derived files change with their inputs
+        ("inode", memory.st_ino, b""),
+    }
+    attrs = await ops.getattr(b.st_ino, CTX)
+    assert attrs.st_size == len(body)
+    assert attrs.st_mtime_ns == at(60)
+    assert await cat(ops, b.st_ino) == body.encode()
+
+
+async def test_a_file_appearing_or_vanishing_in_a_source_invalidates_its_entry(
+    sample: Sample,
+) -> None:
+    ops = sample.ops
+    project = await walk(ops, CLAUDE_SLUG)
+    sub = await ops.lookup(project.st_ino, b"sub", CTX)
+    c = await ops.lookup(sub.st_ino, b"c.md", CTX)
+    settled(ops)
+    write(sample.pi / "sub" / "new.md", "new\n", at(61))
+    ops.project_changed(rescan(ops))
+    # A new name: only its (maybe negative) entry; no inode was handed out for it yet.
+    assert drain(ops) == {("entry", sub.st_ino, b"new.md")}
+    assert (await ops.lookup(sub.st_ino, b"new.md", CTX)).st_size == 4
+    (sample.work / "sub" / "c.md").unlink()
+    ops.project_changed(rescan(ops))
+    assert drain(ops) == {("entry", sub.st_ino, b"c.md"), ("inode", c.st_ino, b"")}
+    assert await fuse_errno(ops.lookup(sub.st_ino, b"c.md", CTX)) == errno.ENOENT
+    assert await fuse_errno(ops.getattr(c.st_ino, CTX)) == errno.ENOENT
+
+
+async def test_a_project_appearing_in_a_source_invalidates_its_root_entry(
+    sample: Sample,
+) -> None:
+    ops = sample.ops
+    slug = "-home-a-brand-new"
+    assert await fuse_errno(ops.lookup(ROOT_INODE, slug.encode(), CTX)) == errno.ENOENT
+    settled(ops)
+    write(sample.home.memory(".claude-work", slug) / "n.md", "n\n", at(1))
+    work = [s.name for s in ops.config.sources].index("work")
+    assert ops.catalog.folder_added(work, slug) == slug
+    ops.root_changed(slug)
+    assert drain(ops) == {("entry", ROOT_INODE, slug.encode())}
+    project = await ops.lookup(ROOT_INODE, slug.encode(), CTX)
+    assert (await ops.lookup(project.st_ino, b"n.md", CTX)).st_size == 2
+
+
+async def test_a_write_through_the_mount_invalidates_the_written_file(sample: Sample) -> None:
+    ops = sample.ops
+    a = await walk(ops, f"{CLAUDE_SLUG}/a.md")
+    preamble = await walk(ops, f"{CLAUDE_SLUG}/PREAMBLE.md")
+    settled(ops)
+    await write_through(ops, a.st_ino, b"new a\n", os.O_WRONLY | os.O_TRUNC)
+    queued = drain(ops)
+    assert ("inode", a.st_ino, b"") in queued
+    assert ("inode", preamble.st_ino, b"") in queued
+
+
+# --- xattr and statfs ------------------------------------------------------------------
+
+
+async def test_status_xattr_counts_requests_and_other_names_are_enodata(sample: Sample) -> None:
+    ops = sample.ops
+    project = await ops.lookup(ROOT_INODE, CLAUDE_SLUG.encode(), CTX)
+    await ops.lookup(project.st_ino, b"a.md", CTX)
+    await ops.getattr(ROOT_INODE, CTX)
+    status = json.loads(await ops.getxattr(ROOT_INODE, STATUS_XATTR, CTX))
+    assert status["requests"] == {"lookup": 2, "getattr": 1}
+    assert status["requests_total"] == 3
+    assert status["mountpoint"] == str(sample.mnt)
+    assert status["projects_loaded"] == 1
+    assert [s["name"] for s in status["sources"]] == ["claude", "work", "pi"]
+    # Reading the counters does not change them.
+    again = json.loads(await ops.getxattr(ROOT_INODE, STATUS_XATTR, CTX))
+    assert again["requests"] == status["requests"]
+    assert await ops.listxattr(ROOT_INODE, CTX) == [STATUS_XATTR]
+    assert await ops.listxattr(project.st_ino, CTX) == []
+    for ino, name in [
+        (ROOT_INODE, b"user.other"),
+        (ROOT_INODE, b"security.selinux"),
+        (project.st_ino, STATUS_XATTR),
+        (HERE_INODE, STATUS_XATTR),
+    ]:
+        assert await fuse_errno(ops.getxattr(ino, name, CTX)) == errno.ENODATA, (ino, name)
+
+
+async def test_statfs_names_may_be_255_bytes(sample: Sample) -> None:
+    data = await sample.ops.statfs(CTX)
+    assert data.f_namemax == NAME_MAX == 255
+    assert data.f_bsize > 0
