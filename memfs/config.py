@@ -171,11 +171,14 @@ def _from_toml(data: dict[str, Any], path: Path, env: Mapping[str, str]) -> Conf
                 f"{path}: unknown key {key!r}; expected [[source]], [preamble] or [limits]"
             )
     settings = {name: _section(data.get(name, {}), name, path) for name in _SECTIONS}
-    raw_sources = data.get("source", [])
-    if not isinstance(raw_sources, list):
-        raise ConfigError(f"{path}: 'source' must be an array of tables ([[source]])")
-    sources = tuple(_source(s, i, path, home) for i, s in enumerate(raw_sources))
-    _check_sources(sources, path)
+    if "source" in data:
+        raw_sources = data["source"]
+        if not isinstance(raw_sources, list):
+            raise ConfigError(f"{path}: 'source' must be an array of tables ([[source]])")
+        sources = tuple(_source(s, i, path, home) for i, s in enumerate(raw_sources))
+        _check_sources(sources, path)
+    else:
+        sources = discover(env)  # every key has a default, the sources too
     return Config(
         sources=sources,
         state_dir=state_dir(env),
@@ -283,6 +286,8 @@ def _resolved(path: Path) -> Path:
 
 
 def _account_name(config_dir: Path) -> str:
+    if config_dir.name == "claude" and config_dir.parent.parent.name == "identities":
+        return _account_name(Path(config_dir.parent.name))  # identities/<acct>/claude
     base = config_dir.name.lstrip(".")
     if base.startswith("claude-") and len(base) > len("claude-"):
         base = base[len("claude-") :]

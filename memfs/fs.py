@@ -158,7 +158,8 @@ class MemFS(pyfuse3.Operations):
     def __init__(self, config: Config, mountpoint: Path) -> None:
         super().__init__()
         self.config = config
-        self.mountpoint = mountpoint
+        # /proc/<pid>/cwd is always resolved: compare `here` callers with the real path.
+        self.mountpoint = Path(os.path.realpath(mountpoint))
         self.catalog = Catalog(config)
         self.stats = Stats()
         self.invalidator = Invalidator(self.stats)
@@ -431,10 +432,7 @@ class MemFS(pyfuse3.Operations):
         project = self._project(slug)
         leaf = project.tree.leaf(path)
         if leaf is None and key in self._pending:
-            # Created by another open that has not committed yet: commit it, so this open
-            # sees (and may replace) a real file.
-            await self._commit(self._pending[key], force=True)
-            leaf = project.tree.leaf(path)
+            return await self._open_pending(inode, key, flags)
         if leaf is None:
             raise _err(errno.EISDIR if project.tree.is_dir(path) else errno.ENOENT)
         if flags & (os.O_WRONLY | os.O_RDWR):
@@ -448,6 +446,22 @@ class MemFS(pyfuse3.Operations):
         if leaf.kind is Kind.MEMORY:
             handle.data = project.memory_index()
         return pyfuse3.FileInfo(fh=self._add_handle(handle), keep_cache=True)
+
+    async def _open_pending(self, inode: int, key: Key, flags: int) -> pyfuse3.FileInfo:
+        """Open a name another open created and has not committed: it is still empty.
+
+        Its writer's bytes so far are a part of a file; nobody else sees them (SPEC 7.1).
+        """
+        if not flags & (os.O_WRONLY | os.O_RDWR):
+            handle = Handle(inode, key, None, data=b"")
+            return pyfuse3.FileInfo(fh=self._add_handle(handle), keep_cache=False)
+        place = self._writable(key)
+        name = parent_of(key[1])[1]
+        stage = await trio.to_thread.run_sync(
+            lambda: staging.Stage(place, name, initial_fd=None, mode=staging.FILE_MODE)
+        )
+        handle = Handle(inode, key, None, stage=stage, unsaved=True)
+        return pyfuse3.FileInfo(fh=self._add_handle(handle), keep_cache=False)
 
     def _add_handle(self, handle: Handle) -> int:
         fh = self._new_fh()
@@ -564,6 +578,8 @@ class MemFS(pyfuse3.Operations):
         slug, path = key
         if path == PREAMBLE or _in_history(path) or key == HERE_KEY:
             raise _err(errno.EACCES)
+        if parent_of(path)[1].startswith(sources.STAGE_PREFIX):
+            raise _err(errno.EINVAL)  # memfs's own temp-file names: never served, swept
         place = self.catalog.own_place(slug)
         if place is None:
             raise _err(errno.EROFS)
@@ -925,8 +941,9 @@ class MemFS(pyfuse3.Operations):
             raise _err(errno.EXDEV)  # projects are separate folders
         src_place, dst_place = self._writable(src), self._writable(dst)
         project = self._project(src[0])
-        if src in self._pending:
-            await self._commit(self._pending[src], force=True)
+        if src in self._pending and project.tree.leaf(src[1]) is None:
+            await self._rename_pending(project, src, dst, flags)
+            return
         src_path, dst_path = src[1], dst[1]
         self._check_rename_target(project, src_path, dst_path, flags)
         if project.tree.is_dir(src_path):
@@ -957,6 +974,30 @@ class MemFS(pyfuse3.Operations):
             raise _err(errno.EISDIR)
         elif tree.leaf(src) is not None:
             self._file_leaf(project, src)
+
+    async def _rename_pending(self, project: Project, src: Key, dst: Key, flags: int) -> None:
+        """Rename a file still being written: its stage will land under the new name.
+
+        Nothing is committed early, so no reader sees a part of it.
+        """
+        handle = self._pending[src]
+        assert handle.stage is not None
+        tree = project.tree
+        if flags & RENAME_NOREPLACE and (tree.leaf(dst[1]) is not None or dst in self._pending):
+            raise _err(errno.EEXIST)
+        if tree.is_dir(dst[1]):
+            raise _err(errno.EISDIR)
+        if parent_of(src[1])[0] != parent_of(dst[1])[0]:
+            raise _err(errno.EXDEV)  # the stage lives in the source folder; mv copies
+        del self._pending[src]
+        replaced = self._pending.pop(dst, None)
+        if replaced is not None:
+            replaced.discard = True
+        handle.stage.name = parent_of(dst[1])[1]
+        handle.key = dst
+        self._pending[dst] = handle
+        self._move_inodes(src, dst)
+        handle.ino = self._ino(dst)
 
     async def _rename_file(
         self, project: Project, src: str, dst: str, dst_place: staging.Place

@@ -58,6 +58,7 @@ class Version:
     path: str
     size: int
     mtime_ns: int
+    mode: int = 0o644  # permission bits
 
 
 class Kind(enum.Enum):
@@ -74,13 +75,17 @@ class Leaf:
     others: tuple[Version, ...] = ()  # MEMORY: the other versions, newest first
 
 
+FOREVER_NS = 1 << 62
+
+
 @dataclass
 class Rendered:
     """A synthetic body, computed once per project generation."""
 
     generation: int
     data: bytes
-    valid_until_ns: int = 1 << 62  # a future-dated file becomes eligible then
+    valid_until_ns: int = FOREVER_NS  # a future-dated file becomes eligible then
+    files_at: str | None = None
 
 
 @dataclass
@@ -167,7 +172,7 @@ class Project:
     def set_version(self, i: int, f: sources.FileStat) -> None:
         """Origin ``i`` now holds ``f`` (new or changed)."""
         versions = self._versions.setdefault(f.path, {})
-        new = Version(i, f.path, f.size, f.mtime_ns)
+        new = Version(i, f.path, f.size, f.mtime_ns, f.mode)
         if versions.get(i) == new:
             return
         is_new = i not in versions
@@ -295,7 +300,9 @@ class Project:
 
     def _eligible(self, v: Version) -> bool:
         path = v.path
-        if path in RESERVED or self._under.get(path, 0) > 0:
+        # A source file at, or below a folder named like, a name memfs serves itself goes
+        # to history: it can neither replace nor hide under the synthetic entry.
+        if path.split("/", 1)[0] in RESERVED or self._under.get(path, 0) > 0:
             return False
         source = self.config.sources[self.origins[v.origin].source].name
         return (path, source, v.mtime_ns) not in self._whiteouts
@@ -312,7 +319,7 @@ class Project:
 
     def _show_head(self, path: str, head: Version, visible: list[Version]) -> None:
         if path == MEMORY and len(visible) > 1:
-            others = sorted((v for v in visible if v is not head), key=lambda v: -v.mtime_ns)
+            others = self._newest_first(v for v in visible if v is not head)
             leaf = Leaf(Kind.MEMORY, head, tuple(others))
         else:
             leaf = Leaf(Kind.FILE, head)
@@ -323,6 +330,12 @@ class Project:
             self._by_mtime.add(head)
         if preamble.is_handoff(parent_of(path)[1]):
             self._handoffs.add(head)
+
+    def _newest_first(self, versions: Iterable[Version]) -> list[Version]:
+        """Newest first; equal mtimes in config order, so no scan order shows through."""
+        return sorted(
+            versions, key=lambda v: (-v.mtime_ns, self.origins[v.origin].source, v.origin)
+        )
 
     def _history_name(self, path: str, v: Version, used: set[str]) -> str:
         source = self.config.sources[self.origins[v.origin].source].name
@@ -419,25 +432,25 @@ class Project:
         """
         now = time.time_ns() if now_ns is None else now_ns
         cached = self._preamble
-        fresh = cached is not None and cached.generation == self.generation
-        if cached is not None and fresh and now < cached.valid_until_ns:
+        if (
+            cached is not None
+            and cached.generation == self.generation
+            and cached.files_at == files_at
+            and now < cached.valid_until_ns
+        ):
             return cached.data
         data, valid_until = self._render_preamble(files_at, now)
-        self._preamble = Rendered(self.generation, data, valid_until)
+        self._preamble = Rendered(self.generation, data, valid_until, files_at)
         return data
 
     def _render_preamble(self, files_at: str | None, now: int) -> tuple[bytes, int]:
         settings = self.config.preamble
         handoff = self._latest_handoff(now, files_at)
-        index_doc = None
-        memory_leaf = self.tree.leaf(MEMORY)
-        memory_head = memory_leaf.version if memory_leaf is not None else None
-        if memory_head is not None and memory_head.mtime_ns <= now:
-            where = f"{files_at}/{MEMORY}" if files_at else str(self.real_path(memory_head))
-            index_doc = preamble.Doc(where, MEMORY, self.memory_index())
+        index_doc, valid_until = self._index_doc(files_at, now)
         # Newest first, skipping files dated after `now`: one bisect, then a walk of N + rest.
         end = self._by_mtime.bisect_key_right((now, "\U0010ffff"))
-        valid_until = self._by_mtime[end].mtime_ns if end < len(self._by_mtime) else 1 << 62
+        if end < len(self._by_mtime):
+            valid_until = min(valid_until, self._by_mtime[end].mtime_ns)
         newest: list[preamble.Doc] = []
         rest: list[preamble.IndexEntry] = []
         shown = 0
@@ -467,6 +480,24 @@ class Project:
         )
         data = preamble.render(inp, budget=settings.budget, file_cap=settings.file_cap)
         return data, valid_until
+
+    def _index_doc(self, files_at: str | None, now: int) -> tuple[Doc | None, int]:
+        """The MEMORY.md section: the union of the versions dated no later than ``now``."""
+        leaf = self.tree.leaf(MEMORY)
+        if leaf is None or leaf.version is None:
+            return None, FOREVER_NS
+        versions = [leaf.version, *leaf.others]
+        present = [v for v in versions if v.mtime_ns <= now]
+        until = min((v.mtime_ns for v in versions if v.mtime_ns > now), default=FOREVER_NS)
+        if not present:
+            return None, until
+        if len(present) == len(versions):
+            body = self.memory_index()
+        else:
+            texts = [self._read_or_empty(v).decode("utf-8", "surrogateescape") for v in present]
+            body = index.union_index(texts[0], texts[1:]).encode("utf-8", "surrogateescape")
+        where = f"{files_at}/{MEMORY}" if files_at else str(self.real_path(present[0]))
+        return Doc(where, MEMORY, body), until
 
     def _real_folder(self) -> str:
         own = self.config.own_index

@@ -26,6 +26,8 @@ log = logging.getLogger(__name__)
 # are never part of the merged view, and recovery removes leftovers.
 STAGE_PREFIX = ".memfs-stage."
 NAME_MAX = 255
+# Deeper folders are left out: a scan must never exhaust the stack on a hostile tree.
+MAX_DEPTH = 64
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
@@ -38,6 +40,7 @@ class FileStat:
     path: str
     size: int
     mtime_ns: int
+    mode: int = 0o644  # permission bits
 
 
 @dataclass
@@ -105,7 +108,7 @@ def scan(root: Path, parts: Sequence[str], max_bytes: int) -> Scan:
     result = Scan()
     try:
         with open_folder(root, parts) as fd:
-            _scan_dir(fd, "", max_bytes, result)
+            _scan_dir(fd, "", max_bytes, result, 0)
     except FileNotFoundError:
         result.exists = False
     except OSError as exc:
@@ -120,7 +123,7 @@ def scan(root: Path, parts: Sequence[str], max_bytes: int) -> Scan:
     return result
 
 
-def _scan_dir(fd: int, prefix: str, max_bytes: int, out: Scan) -> None:
+def _scan_dir(fd: int, prefix: str, max_bytes: int, out: Scan, depth: int) -> None:
     try:
         entries = list(os.scandir(fd))
     except OSError as exc:
@@ -138,14 +141,21 @@ def _scan_dir(fd: int, prefix: str, max_bytes: int, out: Scan) -> None:
         reason = _leave_out_reason(fd, name, st, max_bytes)
         if reason == "":
             if stat.S_ISDIR(st.st_mode):
-                _scan_subdir(fd, name, path, max_bytes, out)
+                if depth >= MAX_DEPTH:
+                    out.left_out.append((path, f"deeper than {MAX_DEPTH} folders"))
+                else:
+                    _scan_subdir(fd, name, path, max_bytes, out, depth + 1)
             else:
-                out.files.append(FileStat(path, st.st_size, st.st_mtime_ns))
+                out.files.append(_file_stat(path, st))
         else:
             out.left_out.append((path, reason))
 
 
-def _scan_subdir(fd: int, name: str, path: str, max_bytes: int, out: Scan) -> None:
+def _file_stat(path: str, st: os.stat_result) -> FileStat:
+    return FileStat(path, st.st_size, st.st_mtime_ns, stat.S_IMODE(st.st_mode))
+
+
+def _scan_subdir(fd: int, name: str, path: str, max_bytes: int, out: Scan, depth: int) -> None:
     try:
         child = os.open(name, _DIR_FLAGS, dir_fd=fd)
     except OSError as exc:
@@ -153,7 +163,7 @@ def _scan_subdir(fd: int, name: str, path: str, max_bytes: int, out: Scan) -> No
         return
     try:
         out.dirs.append(path)
-        _scan_dir(child, path + "/", max_bytes, out)
+        _scan_dir(child, path + "/", max_bytes, out, depth)
     finally:
         os.close(child)
 
@@ -186,7 +196,7 @@ def stat_file(root: Path, parts: Sequence[str], path: str, max_bytes: int) -> Fi
                 return None
     except OSError:
         return None
-    return FileStat(path, st.st_size, st.st_mtime_ns)
+    return _file_stat(path, st)
 
 
 def read_file(root: Path, parts: Sequence[str], path: str, limit: int) -> bytes:

@@ -12,6 +12,8 @@ own source is ever written; every function takes the own folder explicitly.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
 import errno
 import logging
 import os
@@ -220,8 +222,15 @@ def keep_version(dir_fd: int, name: str, keep: Keep) -> None:
         os.close(kfd)
 
 
+def _kept_order(name: str) -> tuple[str, int]:
+    # "<prefix>@<stamp>.md" sorts by stamp; "~N" numbers versions within one second.
+    stem = name.removesuffix(".md")
+    base, _, n = stem.partition("~")
+    return (base, int(n) if n.isdigit() else 1)
+
+
 def _prune(kfd: int, prefix: str, keep_last: int) -> None:
-    names = sorted(n for n in os.listdir(kfd) if n.startswith(prefix))
+    names = sorted((n for n in os.listdir(kfd) if n.startswith(prefix)), key=_kept_order)
     for old in names[: max(0, len(names) - keep_last)]:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(old, dir_fd=kfd)
@@ -252,8 +261,8 @@ def remove_stale(folder: Place, names: Sequence[str]) -> int:
                 try:
                     os.unlink(name, dir_fd=fd)
                     removed += 1
-                except FileNotFoundError:
-                    pass
+                except OSError as exc:  # gone already, or a folder: not ours to remove
+                    log.warning("cannot remove stale temp file %s/%s: %s", folder, name, exc)
     finally:
         os.close(fd)
     return removed
@@ -304,10 +313,7 @@ def rename(
             if keep is not None:
                 keep_version(dfd, dst_name, keep)
             if noreplace:
-                # renameat2(RENAME_NOREPLACE) is not in os; link+unlink gives the same promise
-                # for regular files on one filesystem.
-                os.link(src_name, dst_name, src_dir_fd=sfd, dst_dir_fd=dfd, follow_symlinks=False)
-                os.unlink(src_name, dir_fd=sfd)
+                _rename_noreplace(sfd, src_name, dfd, dst_name)
             else:
                 os.rename(src_name, dst_name, src_dir_fd=sfd, dst_dir_fd=dfd)
             os.fsync(dfd)
@@ -316,6 +322,23 @@ def rename(
             os.close(dfd)
     finally:
         os.close(sfd)
+
+
+_RENAME_NOREPLACE = 1
+_libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+
+
+def _rename_noreplace(src_fd: int, src_name: str, dst_fd: int, dst_name: str) -> None:
+    """renameat2(RENAME_NOREPLACE): atomic, for files and folders; EEXIST if taken.
+
+    The os module has no renameat2; glibc has had it since 2.28.
+    """
+    done = _libc.renameat2(
+        src_fd, os.fsencode(src_name), dst_fd, os.fsencode(dst_name), _RENAME_NOREPLACE
+    )
+    if done != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err), dst_name)
 
 
 def set_attrs(
@@ -329,18 +352,34 @@ def set_attrs(
     """chmod, utimens, truncate on a file or folder of the own source."""
     fd = open_dir(folder, create=False)
     try:
-        if mode is not None:
-            os.chmod(name, stat.S_IMODE(mode), dir_fd=fd, follow_symlinks=True)
-        if times_ns is not None:
-            os.utime(name, ns=times_ns, dir_fd=fd, follow_symlinks=False)
+        # Size first: a truncate sets the mtime, which the times asked for must overwrite.
         if size is not None:
             tfd = os.open(name, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
             try:
                 os.ftruncate(tfd, size)
             finally:
                 os.close(tfd)
+        if mode is not None:
+            _chmod_nofollow(fd, name, mode)
+        if times_ns is not None:
+            os.utime(name, ns=times_ns, dir_fd=fd, follow_symlinks=False)
     finally:
         os.close(fd)
+
+
+def _chmod_nofollow(dir_fd: int, name: str, mode: int) -> None:
+    """chmod that never reaches through a symlink (Linux has no lchmod).
+
+    An O_PATH descriptor pins the inode found without following; chmod through its
+    /proc/self/fd entry then changes exactly that inode.
+    """
+    pfd = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+    try:
+        if stat.S_ISLNK(os.fstat(pfd).st_mode):
+            raise OSError(errno.ELOOP, f"refusing to chmod a symlink: {name}")
+        os.chmod(f"/proc/self/fd/{pfd}", stat.S_IMODE(mode))
+    finally:
+        os.close(pfd)
 
 
 def copy_tree_file(src: Path, dst: Path) -> None:
