@@ -269,9 +269,12 @@ class MemFS(pyfuse3.Operations):
         return 0o755 if self.config.own is not None else 0o555
 
     def _file_mode(self, leaf: Leaf) -> int:
-        if leaf.kind is Kind.FILE and self.config.own is not None:
-            return 0o644
-        if leaf.kind is Kind.MEMORY and self.config.own is not None:
+        """A head shows its real permission bits (a chmod through the mount shows);
+        what memfs serves read-only shows no write bit."""
+        writable = self.config.own is not None
+        if leaf.kind is Kind.FILE and leaf.version is not None:
+            return leaf.version.mode if writable else leaf.version.mode & ~0o222
+        if leaf.kind is Kind.MEMORY and writable:
             return 0o644
         return 0o444
 
