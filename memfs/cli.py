@@ -333,7 +333,15 @@ def cmd_service(args: argparse.Namespace, env: Mapping[str, str]) -> int:
 
 
 def cmd_adopt(args: argparse.Namespace, env: Mapping[str, str]) -> int:
-    raise UserError("adopt is not implemented yet (SPEC 11); see the project's open issues")
+    from memfs import adopt  # AdoptError reaches main() as a one-line user error
+
+    cfg = _load(args, env)
+    if args.action == "list":
+        made = adopt.make_list(cfg, slug.project_slug(args.path or os.getcwd()))
+        print(adopt.format_list(made, args.config))
+    else:
+        print(adopt.take(cfg, args.list_id, args.index, args.hash).summary())
+    return 0
 
 
 COMMANDS = {
