@@ -42,6 +42,10 @@ class Catalog:
         if not sources.valid_name(name):
             return None
         canonical = slugs.canonical_slug(name)
+        if not canonical.startswith("-"):
+            # Slugs encode absolute paths, so they begin with '-'; anything else in a
+            # source's root is not a project (and must never shadow `here`).
+            return None
         assert self._slugs is not None
         self._slugs.setdefault(canonical, set()).add((source, name))
         return canonical

@@ -263,7 +263,14 @@ class MemFS(pyfuse3.Operations):
             mode = 0o555 if _in_history(path) else self._dir_mode()
             return self._dir_attrs(ino, mode, self._started_ns)
         size = self._leaf_size(project, leaf)
-        return self._entry(ino, stat.S_IFREG | self._file_mode(leaf), size, project.mtime_ns(leaf))
+        timeout = CACHE_TIMEOUT
+        if leaf.kind is Kind.PREAMBLE:
+            # Its size changes by itself when a future-dated file comes due: the kernel may
+            # keep it only until then.
+            due = (project.preamble_valid_until() - time.time_ns()) / 1e9
+            timeout = max(0.0, min(CACHE_TIMEOUT, due))
+        mode = stat.S_IFREG | self._file_mode(leaf)
+        return self._entry(ino, mode, size, project.mtime_ns(leaf), timeout)
 
     def _dir_mode(self) -> int:
         return 0o755 if self.config.own is not None else 0o555
@@ -444,8 +451,10 @@ class MemFS(pyfuse3.Operations):
         if leaf.kind is Kind.PREAMBLE:
             handle.data = project.preamble(self._files_at(slug))
             fh = self._add_handle(handle)
-            # Computed per open: the page cache must not serve an earlier snapshot.
-            return pyfuse3.FileInfo(fh=fh, keep_cache=False)
+            # One snapshot per open, read whole: direct I/O keeps the page cache (and the
+            # kernel's idea of the size, which may be older) out of its way. st_size stays
+            # real for stat; mmap of PREAMBLE.md is not supported.
+            return pyfuse3.FileInfo(fh=fh, direct_io=True, keep_cache=False)
         if leaf.kind is Kind.MEMORY:
             handle.data = project.memory_index()
         return pyfuse3.FileInfo(fh=self._add_handle(handle), keep_cache=True)

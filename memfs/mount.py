@@ -39,8 +39,10 @@ class MountError(Exception):
 
 
 def is_stale(mountpoint: Path) -> bool:
+    """A dead FUSE mount: statfs always reaches the connection (a stat may be answered
+    from the kernel's attribute cache), and a dead one answers ENOTCONN."""
     try:
-        os.stat(mountpoint)
+        os.statvfs(mountpoint)
     except OSError as exc:
         return exc.errno == errno.ENOTCONN
     return False

@@ -119,6 +119,8 @@ class Project:
         self._dirs: dict[str, set[int]] = {}  # folder path -> origins holding it
         self._under: Counter[str] = Counter()  # path -> versions and folders below it
         self._shown: dict[str, list[str]] = {}  # path -> view paths it occupies now
+        self._owner: dict[str, str] = {}  # view path -> the path whose version it shows
+        self._waiting: dict[str, set[str]] = {}  # view path -> paths that want it too
         self._heads: dict[str, Version] = {}  # path -> head, for the indices below
         self._by_mtime: SortedKeyList[Version, Any] = SortedKeyList(key=_mtime_key)
         self._handoffs: SortedKeyList[Version, Any] = SortedKeyList(key=_handoff_key)
@@ -276,8 +278,18 @@ class Project:
 
     def _refresh(self, path: str) -> None:
         """Recompute everything ``path``'s versions show: head, history, indices."""
+        freed: set[str] = set()
         for shown in self._shown.pop(path, []):
             self.tree.remove(shown)
+            del self._owner[shown]
+            freed |= self._waiting.pop(shown, set())
+        self._show_versions(path)
+        # Paths that wanted a view entry this one held (a kept copy of a history version in
+        # the own source has the very name memfs computes for it) get their turn.
+        for other in sorted(freed - {path}):
+            self._refresh(other)
+
+    def _show_versions(self, path: str) -> None:
         head = self._heads.pop(path, None)
         if head is not None:
             self._by_mtime.discard(head)
@@ -347,9 +359,16 @@ class Project:
         return name
 
     def _show(self, path: str, view: str, leaf: Leaf) -> bool:
+        owner = self._owner.get(view)
+        if owner is not None and owner != path:
+            # Taken by another path's version (same name, in practice the same bytes):
+            # wait for it, never share one entry between two owners.
+            self._waiting.setdefault(view, set()).add(path)
+            return False
         if not self.tree.add(view, leaf):
             log.warning("%s: %s hidden: a file or folder is in the way", self.slug, view)
             return False
+        self._owner[view] = path
         self._shown.setdefault(path, []).append(view)
         return True
 
@@ -442,6 +461,11 @@ class Project:
         data, valid_until = self._render_preamble(files_at, now)
         self._preamble = Rendered(self.generation, data, valid_until, files_at)
         return data
+
+    def preamble_valid_until(self) -> int:
+        """When the cached PREAMBLE.md changes by itself (a future-dated file comes due)."""
+        cached = self._preamble
+        return cached.valid_until_ns if cached is not None else FOREVER_NS
 
     def _render_preamble(self, files_at: str | None, now: int) -> tuple[bytes, int]:
         settings = self.config.preamble

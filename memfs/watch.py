@@ -139,6 +139,8 @@ class Watcher:
         self.inotify = Inotify()
         self._targets: dict[int, _Target] = {}  # watch descriptor -> what it watches
         self._watched: dict[str, tuple[int, int]] = {}  # slug -> (id(project), origins watched)
+        # (id(project), origin) -> folders watched, relative to the origin ('' for itself)
+        self._folders: dict[tuple[int, int], set[str]] = {}
         self.events = 0
         self.overflows = 0
         for i, source in enumerate(catalog.config.sources):
@@ -161,18 +163,39 @@ class Watcher:
             done = 0  # a project that vanished and came back is a new object
         if done == len(project.origins):
             return
-        for i in range(done, len(project.origins)):
-            self._watch_origin(project, i)
         self._watched[project.slug] = (id(project), len(project.origins))
+        for i in range(done, len(project.origins)):
+            self._settle(project, i)
 
-    def _watch_origin(self, project: Project, i: int) -> None:
+    def _settle(self, project: Project, i: int) -> None:
+        """Watch every folder of origin ``i``, then scan it again, until no folder is new.
+
+        A folder is scanned only after it is watched: whatever lands in it before the watch
+        is found by the scan, whatever lands after raises an event. Costs one more scan of
+        the origin per round, and rounds happen only when folders appear.
+        """
+        while self._watch_origin(project, i):
+            project.rescan(i)
+
+    def _watch_origin(self, project: Project, i: int) -> bool:
+        """Add the watches origin ``i`` lacks; True when any was added."""
         origin = project.origins[i]
-        if not self._add(origin.folder, _FOLDER_MASK, _Folder(project.slug, i, "")):
-            self._watch_pending(project, i)
-            return
+        watched = self._folders.setdefault((id(project), i), set())
+        if "" not in watched:
+            if not self._add(origin.folder, _FOLDER_MASK, _Folder(project.slug, i, "")):
+                self._watch_pending(project, i)
+                return False
+            watched.add("")
+            added = True
+        else:
+            added = False
         for path in project.folders():
-            if i in project.dir_holders(path):
-                self._add(origin.folder / path, _FOLDER_MASK, _Folder(project.slug, i, path))
+            if path not in watched and i in project.dir_holders(path):
+                target = _Folder(project.slug, i, path)
+                if self._add(origin.folder / path, _FOLDER_MASK, target):
+                    watched.add(path)
+                    added = True
+        return added
 
     def _watch_pending(self, project: Project, i: int) -> None:
         """The memory folder is missing: watch the nearest folder that exists on its way."""
@@ -203,7 +226,7 @@ class Watcher:
             return
         target = self._targets.get(wd)
         if mask & IN_IGNORED:
-            self._targets.pop(wd, None)
+            self._forget(wd)
             return
         if target is None or name.startswith(sources.STAGE_PREFIX):
             return
@@ -236,9 +259,17 @@ class Watcher:
 
     def _rescan(self, project: Project, i: int) -> None:
         project.rescan(i)
-        # New folders need watches: re-watch this origin (inotify returns the existing
-        # descriptor for a folder already watched).
-        self._watch_origin(project, i)
+        self._settle(project, i)  # new folders get watches, then one more look
+
+    def _forget(self, wd: int) -> None:
+        """The kernel dropped a watch (its folder went): a folder made again is watched anew."""
+        target = self._targets.pop(wd, None)
+        if isinstance(target, _Folder):
+            project = self.catalog.loaded().get(target.slug)
+            if project is not None:
+                self._folders.get((id(project), target.origin), set()).discard(target.path)
+                if target.path == "":  # the memory folder itself went: wait for it again
+                    self._watch_pending(project, target.origin)
 
     def _root_event(self, target: _Root, mask: int, name: str, touched: dict[str, Project]) -> None:
         if not mask & IN_ISDIR and not mask & (IN_DELETE | IN_MOVED_FROM):

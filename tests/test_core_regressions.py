@@ -160,3 +160,25 @@ def test_set_attrs_size_and_times_in_one_call_keeps_the_times(place: Place) -> N
     staging.set_attrs(place, "a.md", times_ns=(at(1), at(2)), size=3)
     assert target.read_bytes() == b"012"
     assert target.stat().st_mtime_ns == at(2)
+
+
+def test_a_kept_copy_with_the_computed_history_name_outlives_the_original(
+    fh: FakeHome,
+) -> None:
+    # Adopt (SPEC 11) keeps another source's body in the own source under exactly the
+    # name memfs computes for that version's history entry. Both claimed one view entry,
+    # and when the other source's file went, the entry went too, though the own copy
+    # was still on disk.
+    write(fh.memory(".claude") / "a.md", "own head", at(5))
+    write(fh.memory(".claude-work") / "a.md", "old body", at(1))
+    project = load_project(fh.config())
+    (name,) = [p for p, _ in project.tree.leaves() if p.startswith(".history/a.md/")]
+    write(fh.memory(".claude") / name, "old body", at(1))
+    project.rescan(0)
+    project._check()
+    project.drop_version(1, "a.md")
+    project._check()
+    leaf = project.tree.leaf(name)
+    assert leaf is not None
+    assert leaf.version is not None
+    assert project.read(leaf.version) == b"old body"
