@@ -105,6 +105,8 @@ class Stats:
     invalidations: int = 0
     invalidation_errors: int = 0
     commits: int = 0
+    stale_swept: bool = False  # the crash sweep of the own source has finished
+    stale_removed: int = 0
 
 
 class Invalidator:
@@ -553,6 +555,8 @@ class MemFS(pyfuse3.Operations):
             "invalidations": self.stats.invalidations,
             "invalidation_errors": self.stats.invalidation_errors,
             "commits": self.stats.commits,
+            "stale_swept": self.stats.stale_swept,
+            "stale_removed": self.stats.stale_removed,
             "inodes": len(self._key_by_ino),
             "open_handles": len(self._handles),
         }

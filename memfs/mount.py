@@ -152,20 +152,27 @@ async def _announce_ready(ops: MemFS, mountpoint: Path) -> None:
     status = f"STATUS=serving {len(config.sources)} sources (own: {own}) at {mountpoint}"
     notify.notify(f"{notify.READY}\n{status}")
     log.info("memfs ready at %s", mountpoint)
-    await trio.to_thread.run_sync(_sweep_stale_stages, config)
+    # After READY, so a large own source does not delay the mount; `memfs status` says
+    # when it is done (stale_swept).
+    ops.stats.stale_removed = await trio.to_thread.run_sync(_sweep_stale_stages, config)
+    ops.stats.stale_swept = True
 
 
-def _sweep_stale_stages(config: Config) -> None:
+def _sweep_stale_stages(config: Config) -> int:
     """Remove temp files a crashed memfs left in the own source (SPEC 7.5)."""
     own = config.own
     if own is None:
-        return
+        return 0
     removed = 0
     for name in sources.list_slug_folders(own.root):
         place = staging.Place(own.root, (name, *own.tail))
-        removed += _sweep_place(place)
+        try:
+            removed += _sweep_place(place)
+        except OSError as exc:
+            log.warning("cannot sweep %s for stale temp files: %s", place, exc)
     if removed:
         log.warning("removed %d temp files left by an earlier crash", removed)
+    return removed
 
 
 def _sweep_place(place: staging.Place) -> int:
