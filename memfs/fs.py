@@ -166,7 +166,7 @@ class MemFS(pyfuse3.Operations):
         self.stats = Stats()
         self.invalidator = Invalidator(self.stats)
         self._uid, self._gid = os.getuid(), os.getgid()
-        self._started_ns = time.time_ns()
+        self.started_ns = time.time_ns()
         self._ino_by_key: dict[Key, int] = {ROOT_KEY: ROOT_INODE, HERE_KEY: HERE_INODE}
         self._key_by_ino: dict[int, Key] = {ROOT_INODE: ROOT_KEY, HERE_INODE: HERE_KEY}
         self._lookups: Counter[int] = Counter()  # inode -> the kernel's lookup count
@@ -246,13 +246,13 @@ class MemFS(pyfuse3.Operations):
     def _attrs(self, ino: int, key: Key) -> pyfuse3.EntryAttributes:
         slug, path = key
         if key == ROOT_KEY:
-            return self._dir_attrs(ino, 0o755, self._started_ns)
+            return self._dir_attrs(ino, 0o755, self.started_ns)
         if key == HERE_KEY:
-            return self._entry(ino, stat.S_IFLNK | 0o777, 0, self._started_ns, timeout=0.0)
+            return self._entry(ino, stat.S_IFLNK | 0o777, 0, self.started_ns, timeout=0.0)
         if not path:
             if not self.catalog.has(slug):
                 raise _err(errno.ENOENT)
-            return self._dir_attrs(ino, self._dir_mode(), self._started_ns)
+            return self._dir_attrs(ino, self._dir_mode(), self.started_ns)
         project = self._project(slug)
         leaf = project.tree.leaf(path)
         if leaf is None:
@@ -263,7 +263,7 @@ class MemFS(pyfuse3.Operations):
             if not project.tree.is_dir(path):
                 raise _err(errno.ENOENT)
             mode = 0o555 if _in_history(path) else self._dir_mode()
-            return self._dir_attrs(ino, mode, self._started_ns)
+            return self._dir_attrs(ino, mode, self.started_ns)
         size = self._leaf_size(project, leaf)
         timeout = CACHE_TIMEOUT
         if leaf.kind is Kind.PREAMBLE:

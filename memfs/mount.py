@@ -13,6 +13,7 @@ import faulthandler
 import logging
 import os
 import signal
+import stat
 import socket
 import subprocess
 import sys
@@ -154,44 +155,55 @@ async def _announce_ready(ops: MemFS, mountpoint: Path) -> None:
     log.info("memfs ready at %s", mountpoint)
     # After READY, so a large own source does not delay the mount; `memfs status` says
     # when it is done (stale_swept).
-    ops.stats.stale_removed = await trio.to_thread.run_sync(_sweep_stale_stages, config)
+    ops.stats.stale_removed = await trio.to_thread.run_sync(
+        _sweep_stale_stages, config, ops.started_ns
+    )
     ops.stats.stale_swept = True
 
 
-def _sweep_stale_stages(config: Config) -> int:
-    """Remove temp files a crashed memfs left in the own source (SPEC 7.5)."""
+def _sweep_stale_stages(config: Config, started_ns: int) -> int:
+    """Remove temp files a crashed memfs left in the own source (SPEC 7.5).
+
+    Only files whose inode changed before this mount started: a write through the mount
+    may be staging already while the sweep runs.
+    """
     own = config.own
     if own is None:
         return 0
     removed = 0
     for name in sources.list_slug_folders(own.root):
-        place = staging.Place(own.root, (name, *own.tail))
-        try:
-            removed += _sweep_place(place)
-        except OSError as exc:
-            log.warning("cannot sweep %s for stale temp files: %s", place, exc)
+        removed += _sweep_project(staging.Place(own.root, (name, *own.tail)), started_ns)
     if removed:
         log.warning("removed %d temp files left by an earlier crash", removed)
     return removed
 
 
-def _sweep_place(place: staging.Place) -> int:
-    try:
-        fd = staging.open_dir(place, create=False)
-    except OSError:
-        return 0
-    try:
-        stale = [n for n in os.listdir(fd) if n.startswith(sources.STAGE_PREFIX)]
-        subdirs = [
-            e.name
-            for e in os.scandir(fd)
-            if e.is_dir(follow_symlinks=False) and sources.valid_name(e.name)
-        ]
-    finally:
-        os.close(fd)
-    removed = staging.remove_stale(place, stale)
-    for sub in subdirs:
-        removed += _sweep_place(place.below(sub))
+def _sweep_project(top: staging.Place, started_ns: int) -> int:
+    removed = 0
+    todo = [(top, 0)]
+    while todo:
+        place, depth = todo.pop()
+        try:
+            fd = staging.open_dir(place, create=False)
+        except OSError:
+            continue
+        try:
+            stale, subdirs = [], []
+            for entry in os.scandir(fd):
+                st = entry.stat(follow_symlinks=False)
+                if entry.name.startswith(sources.STAGE_PREFIX):
+                    if stat.S_ISREG(st.st_mode) and st.st_ctime_ns < started_ns:
+                        stale.append(entry.name)
+                elif stat.S_ISDIR(st.st_mode) and sources.valid_name(entry.name):
+                    subdirs.append(entry.name)
+        except OSError as exc:
+            log.warning("cannot sweep %s for stale temp files: %s", place, exc)
+            continue
+        finally:
+            os.close(fd)
+        removed += staging.remove_stale(place, stale)
+        if depth < sources.MAX_DEPTH:
+            todo.extend((place.below(sub), depth + 1) for sub in subdirs)
     return removed
 
 
