@@ -13,8 +13,8 @@ import faulthandler
 import logging
 import os
 import signal
-import stat
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
