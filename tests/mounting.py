@@ -1,0 +1,577 @@
+"""Tier-3 harness: a real memfs FUSE mount in a subprocess, and a sandboxed fake home.
+
+Everything lives under the test's ``tmp_path``: the home, every XDG folder, the sources,
+the mountpoint, the config file and the daemon's log. Nothing here sleeps a fixed time:
+`wait_until` polls a condition under a deadline.
+
+Teardown always unmounts, in order of gentleness: SIGTERM the daemon and wait, then
+``fusermount3 -u``, then ``fusermount3 -uz``. A mount whose daemon is stuck (a deadlock in a
+handler, or a stopped process) is aborted through fusectl. The device is read from
+``/proc/self/mountinfo``, because a ``stat`` of a stuck mount would hang the test too. When
+fusectl is not mounted on the machine, it is mounted in a private mount namespace
+(``unshare -m``) just long enough to write ``abort``; the machine's own mounts are untouched.
+
+A watchdog thread per mount aborts and kills the daemon shortly before the test's timeout:
+a test blocked in a syscall on a hung mount cannot run pytest-timeout's signal handler, but
+it gets ``ENOTCONN`` once the connection is gone, and then fails with the log attached.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from memfs.slug import claude_slug
+
+FUSERMOUNT = "fusermount3"
+STATUS_XATTR = "user.memfs.status"
+FUSECTL = Path("/sys/fs/fuse/connections")
+POLL = 0.01  # seconds between two looks at a condition
+MOUNT_DEADLINE = 20.0  # seconds for a daemon to come up
+STOP_DEADLINE = 10.0  # seconds for a daemon to exit after SIGTERM
+TOOL_DEADLINE = 15.0  # seconds for one ls/cat/stat run against the mount
+WATCHDOG = 50.0  # seconds after mounting; below the 60 s timeout of the mount tests
+
+# Each mount test module sets ``pytestmark = MOUNT_MARKS``.
+MOUNT_MARKS = [pytest.mark.mount, pytest.mark.timeout(60)]
+
+ENV_FOLDERS = (
+    "XDG_CONFIG_HOME",
+    "XDG_STATE_HOME",
+    "XDG_RUNTIME_DIR",
+    "XDG_CACHE_HOME",
+    "XDG_DATA_HOME",
+    "HYPOTHESIS_STORAGE_DIRECTORY",
+)
+# Variables of the outer environment that would leak a real account or a real systemd.
+ENV_DROPPED = ("NOTIFY_SOCKET", "CLAUDE_CONFIG_DIR", "LISTEN_FDS", "LISTEN_PID")
+
+DAY = 86_400.0
+
+T = TypeVar("T")
+
+
+# --- skipping and waiting ------------------------------------------------------------
+
+
+def require_fuse(device: str | Path = "/dev/fuse") -> None:
+    """Skip without /dev/fuse, saying so; with CI=true, fail instead (STYLE: tier 3)."""
+    if os.path.exists(device):
+        if shutil.which(FUSERMOUNT) is None:
+            pytest.fail(f"{FUSERMOUNT} is not installed; install the fuse3 package")
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{device} is missing and CI=true: the mount tests must run in CI")
+    pytest.skip(f"{device} is missing on this machine: no FUSE mount tests")
+
+
+def wait_until(
+    condition: Callable[[], T], timeout: float, what: str = "condition", *, must: bool = True
+) -> tuple[T, float]:
+    """Poll ``condition`` until it returns something true; returns (value, seconds taken).
+
+    An ``OSError`` from the condition counts as not yet. With ``must``, a missed deadline
+    fails the test naming ``what`` and the last value or error seen.
+    """
+    start = time.monotonic()
+    deadline = start + timeout
+    last: object = None
+    while True:
+        try:
+            value = condition()
+        except OSError as exc:
+            value, last = None, exc  # type: ignore[assignment]
+        else:
+            last = value
+        now = time.monotonic()
+        if value:
+            return value, now - start
+        if now >= deadline:
+            if must:
+                pytest.fail(f"{what}: not met within {timeout:.2f}s (last: {last!r})")
+            return value, now - start
+        time.sleep(POLL)
+
+
+# --- /proc/self/mountinfo and fusectl -----------------------------------------------
+
+
+def _unescape(field_text: str) -> str:
+    # mountinfo escapes space, tab, newline and backslash as \ooo octal.
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field_text)
+
+
+def mount_entries(mountpoint: str | Path) -> list[tuple[int, int, str]]:
+    """(major, minor, fstype) of every mount at ``mountpoint``, read without touching it."""
+    target = str(mountpoint)
+    found = []
+    with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as f:
+        for line in f:
+            fields = line.split()
+            if len(fields) < 5 or _unescape(fields[4]) != target:
+                continue
+            major, minor = fields[2].split(":")
+            fstype = fields[fields.index("-") + 1] if "-" in fields else ""
+            found.append((int(major), int(minor), fstype))
+    return found
+
+
+def in_mountinfo(mountpoint: str | Path) -> bool:
+    return bool(mount_entries(mountpoint))
+
+
+def abort_connection(minor: int) -> bool:
+    """Abort FUSE connection ``minor``: every pending and later request gets ENOTCONN."""
+    path = FUSECTL / str(minor) / "abort"
+    if path.exists():
+        with contextlib.suppress(OSError):
+            path.write_text("1")
+            return True
+        return False
+    if shutil.which("unshare") is None:
+        return False
+    # fusectl is one superblock for the whole kernel: mounting it in a private namespace
+    # shows the same connections without adding a mount to the machine.
+    script = f"mount -t fusectl fusectl {FUSECTL} && echo 1 > {path}"
+    try:
+        done = subprocess.run(
+            ["unshare", "-m", "--propagation", "private", "sh", "-c", script],
+            capture_output=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
+def abort_mount(mountpoint: str | Path) -> bool:
+    """Abort every FUSE connection mounted at ``mountpoint`` (none: False)."""
+    aborted = False
+    for _, minor, fstype in mount_entries(mountpoint):
+        if fstype.startswith("fuse"):
+            aborted = abort_connection(minor) or aborted
+    return aborted
+
+
+def fusermount(mountpoint: str | Path, *flags: str) -> subprocess.CompletedProcess[str] | None:
+    try:
+        return subprocess.run(
+            [FUSERMOUNT, *flags, str(mountpoint)],
+            capture_output=True,
+            text=True,
+            timeout=TOOL_DEADLINE,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return None
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie of a process we did not start still answers kill(0): look at its state.
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _gone(pid: int, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while alive(pid):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(POLL)
+    return True
+
+
+def release_mountpoint(
+    mountpoint: str | Path, pids: Iterable[int] = (), deadline: float = STOP_DEADLINE
+) -> list[str]:
+    """Leave nothing mounted at ``mountpoint`` and no daemon of ``pids`` alive.
+
+    SIGTERM each daemon and wait; abort and SIGKILL one that stays; then ``fusermount3 -u``,
+    then ``-uz``, then abort. Returns what had to be forced (empty when all went well).
+    """
+    forced: list[str] = []
+    pids = [p for p in pids if alive(p)]
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    for pid in pids:
+        if _gone(pid, deadline):
+            continue
+        forced.append(f"pid {pid} ignored SIGTERM: aborted and killed")
+        abort_mount(mountpoint)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        _gone(pid, deadline)
+    if in_mountinfo(mountpoint):
+        forced.append("still mounted after the daemon stopped: fusermount3 -u")
+        fusermount(mountpoint, "-u")
+    if in_mountinfo(mountpoint):
+        forced.append("fusermount3 -u failed: aborted, then fusermount3 -uz")
+        abort_mount(mountpoint)
+        fusermount(mountpoint, "-uz")
+    if in_mountinfo(mountpoint):
+        forced.append("still mounted after fusermount3 -uz")
+    return forced
+
+
+# --- the sandbox: a fake home, sources and a config ----------------------------------
+
+
+@dataclass(frozen=True)
+class SourceDef:
+    name: str
+    template: str  # with {slug}, as in the config file
+    own: bool = False
+
+    def folder(self, slug: str) -> Path:
+        return Path(self.template.replace("{slug}", slug))
+
+    @property
+    def root(self) -> Path:
+        return Path(self.template.split("{slug}", 1)[0])
+
+
+def sandbox_env(base: Path) -> dict[str, str]:
+    """The outer environment with HOME and every XDG folder moved under ``base``."""
+    env = {k: v for k, v in os.environ.items() if k not in ENV_DROPPED}
+    home = base / "home"
+    home.mkdir(parents=True, exist_ok=True)
+    env["HOME"] = str(home)
+    for var in ENV_FOLDERS:
+        folder = base / "env" / var.lower()
+        folder.mkdir(parents=True, exist_ok=True)
+        if var == "XDG_RUNTIME_DIR":
+            folder.chmod(0o700)
+        env[var] = str(folder)
+    env["LC_ALL"] = "C"  # ls sorts bytewise; tools' messages are stable
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+@dataclass
+class Sandbox:
+    """A fake home with three sources (personal: own, work, pi), a mountpoint and a config."""
+
+    base: Path
+    env: dict[str, str]
+    sources: list[SourceDef] = field(default_factory=list)
+
+    @classmethod
+    def create(cls, base: Path) -> Sandbox:
+        env = sandbox_env(base)
+        home = env["HOME"]
+        sandbox = cls(base, env)
+        sandbox.sources = [
+            SourceDef("personal", f"{home}/.claude/projects/{{slug}}/memory", own=True),
+            SourceDef("work", f"{home}/.claude-work/projects/{{slug}}/memory"),
+            SourceDef("pi", f"{home}/.pi/agent/memory/{{slug}}"),
+        ]
+        for source in sandbox.sources:
+            source.root.mkdir(parents=True, exist_ok=True)
+        sandbox.mountpoint.mkdir()
+        sandbox.write_config()
+        return sandbox
+
+    @property
+    def home(self) -> Path:
+        return Path(self.env["HOME"])
+
+    @property
+    def mountpoint(self) -> Path:
+        return self.base / "mnt"
+
+    @property
+    def config_path(self) -> Path:
+        return self.base / "config.toml"
+
+    @property
+    def state_dir(self) -> Path:
+        return Path(self.env["XDG_STATE_HOME"]) / "memfs"
+
+    def source(self, name: str) -> SourceDef:
+        return next(s for s in self.sources if s.name == name)
+
+    def write_config(self, **sections: Mapping[str, int]) -> Path:
+        """Write config.toml listing every source explicitly; ``preamble={"budget": 2048}``."""
+        lines = []
+        for s in self.sources:
+            lines += ["[[source]]", f'name = "{s.name}"', f'path = "{s.template}"']
+            if s.own:
+                lines.append("own = true")
+            lines.append("")
+        for section, values in sections.items():
+            lines.append(f"[{section}]")
+            lines += [f"{key} = {value}" for key, value in values.items()]
+            lines.append("")
+        self.config_path.write_text("\n".join(lines), encoding="utf-8")
+        return self.config_path
+
+    def folder(self, source: str, slug: str) -> Path:
+        """The source's folder for ``slug``, created."""
+        folder = self.source(source).folder(slug)
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
+
+    def write(
+        self,
+        source: str,
+        slug: str,
+        path: str,
+        body: str | bytes,
+        age_days: float | None = None,
+    ) -> Path:
+        """Write ``path`` in ``source``'s folder of ``slug``; ``age_days`` back-dates it."""
+        target = self.folder(source, slug) / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(body.encode() if isinstance(body, str) else body)
+        if age_days is not None:
+            set_age(target, age_days)
+        return target
+
+    def mnt(self, *parts: str) -> Path:
+        return self.mountpoint.joinpath(*parts)
+
+    def project_dir(self, name: str) -> Path:
+        """A real project folder on disk (outside the home), for cwd -> project tests."""
+        folder = self.base / "work" / name
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
+
+    # --- tools -----------------------------------------------------------------------
+
+    def run(
+        self, *cmd: str | bytes | Path, cwd: Path | None = None, check: bool = True
+    ) -> subprocess.CompletedProcess[bytes]:
+        """Run a tool (ls, cat, stat, ...) with the sandbox's environment and a deadline."""
+        done = subprocess.run(
+            [c if isinstance(c, bytes) else str(c) for c in cmd],
+            cwd=cwd,
+            env=self.env,
+            capture_output=True,
+            timeout=TOOL_DEADLINE,
+            check=False,
+        )
+        if check and done.returncode != 0:
+            pytest.fail(
+                f"{' '.join(map(str, cmd))} exited {done.returncode}: "
+                f"{done.stderr.decode(errors='replace').strip()}"
+            )
+        return done
+
+    def out(self, *cmd: str | bytes | Path, cwd: Path | None = None) -> bytes:
+        return self.run(*cmd, cwd=cwd).stdout
+
+    def memfs(self, *args: str | Path, timeout: float = 40.0) -> subprocess.CompletedProcess[str]:
+        """The `memfs` command line, run as `python -m memfs` in the sandbox."""
+        return subprocess.run(
+            [sys.executable, "-m", "memfs", *map(str, args)],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+
+
+def set_age(path: Path, age_days: float) -> None:
+    mtime = time.time_ns() - int(age_days * DAY * 1e9)
+    os.utime(path, ns=(mtime, mtime), follow_symlinks=False)
+
+
+def slug_of(path: Path) -> str:
+    return claude_slug(str(path))
+
+
+# --- the mount -------------------------------------------------------------------------
+
+
+class Mount:
+    """`memfs mount --foreground MNT --config CFG` in a subprocess, logged to a file."""
+
+    def __init__(
+        self,
+        sandbox: Sandbox,
+        *,
+        args: Sequence[str] = (),
+        watchdog: float = WATCHDOG,
+        name: str = "memfs",
+    ) -> None:
+        self.sandbox = sandbox
+        self.mountpoint = Path(os.path.realpath(sandbox.mountpoint))
+        self.args = list(args)
+        self.watchdog_after = watchdog
+        self.log_path = sandbox.base / f"{name}.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.forced: list[str] = []
+        self._watchdog: threading.Timer | None = None
+        self.watchdog_fired = False
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def start(self, *, wait: bool = True) -> Mount:
+        cmd = [
+            sys.executable,
+            "-m",
+            "memfs",
+            "mount",
+            "--foreground",
+            str(self.mountpoint),
+            "--config",
+            str(self.sandbox.config_path),
+            *self.args,
+        ]
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=self.sandbox.env,
+                start_new_session=True,
+            )
+        self._watchdog = threading.Timer(self.watchdog_after, self._fire_watchdog)
+        self._watchdog.daemon = True
+        self._watchdog.start()
+        if wait:
+            self.wait_live()
+        return self
+
+    def _fire_watchdog(self) -> None:
+        self.watchdog_fired = True
+        with contextlib.suppress(Exception):
+            with open(self.log_path, "a", encoding="utf-8") as log:
+                log.write(f"\n[harness] watchdog after {self.watchdog_after}s: aborting\n")
+            abort_mount(self.mountpoint)
+            if self.proc is not None and self.proc.poll() is None:
+                self.proc.kill()
+
+    def live(self) -> bool:
+        return os.path.ismount(self.mountpoint) and bool(os.getxattr(self.mountpoint, STATUS_XATTR))
+
+    def wait_live(self, timeout: float = MOUNT_DEADLINE) -> None:
+        assert self.proc is not None
+        start = time.monotonic()
+        while True:
+            if self.proc.poll() is not None:
+                pytest.fail(
+                    f"memfs exited with {self.proc.returncode} before the mount was live:\n"
+                    f"{self.log_text()}"
+                )
+            with contextlib.suppress(OSError):
+                if self.live():
+                    return
+            if time.monotonic() - start > timeout:
+                pytest.fail(f"memfs not live within {timeout}s:\n{self.log_text()}")
+            time.sleep(POLL)
+
+    def status(self) -> dict[str, Any]:
+        """The daemon's figures (requests per op, invalidations, left-out files, ...)."""
+        data: dict[str, Any] = json.loads(os.getxattr(self.mountpoint, STATUS_XATTR))
+        return data
+
+    def requests(self) -> dict[str, int]:
+        counts: dict[str, int] = self.status()["requests"]
+        return counts
+
+    def signal(self, signum: int) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signum)
+
+    def wait_exit(self, timeout: float = STOP_DEADLINE) -> int:
+        assert self.proc is not None
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"memfs still running {timeout}s after a signal:\n{self.log_text()}")
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return "(no log)"
+
+    def close(self, deadline: float = STOP_DEADLINE) -> list[str]:
+        """Always leave nothing mounted and no daemon running; returns what was forced."""
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+        pids = [self.proc.pid] if self.proc is not None and self.proc.poll() is None else []
+        self.forced += release_mountpoint(self.mountpoint, pids, deadline)
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                self.proc.kill()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(STOP_DEADLINE)
+        return self.forced
+
+
+class Mounts:
+    """Starts foreground daemons for one test; `close` leaves nothing mounted."""
+
+    def __init__(self, sandbox: Sandbox, logs: list[Path]) -> None:
+        self.sandbox = sandbox
+        self.started: list[Mount] = []
+        self.pids: list[int] = []  # daemons started some other way (memfs mount)
+        self._logs = logs
+
+    def __call__(self, *, args: Sequence[str] = (), wait: bool = True) -> Mount:
+        mount = Mount(self.sandbox, args=args, name=f"memfs-{len(self.started)}")
+        self.started.append(mount)
+        self._logs.append(mount.log_path)
+        return mount.start(wait=wait)
+
+    def adopt_output(self, stdout: str) -> int | None:
+        """Track the daemon `memfs mount` reports as '(pid N)', so teardown stops it."""
+        found = re.search(r"\(pid (\d+)\)", stdout)
+        if found is None:
+            return None
+        pid = int(found.group(1))
+        self.pids.append(pid)
+        return pid
+
+    def close(self) -> list[str]:
+        forced = []
+        for mount in reversed(self.started):
+            forced += mount.close()
+        forced += release_mountpoint(self.sandbox.mountpoint, self.pids)
+        return forced
+
+
+def errno_of(call: Callable[..., object], *args: object) -> int | None:
+    """The errno ``call`` fails with; None when it succeeds."""
+    try:
+        call(*args)
+    except OSError as exc:
+        return exc.errno
+    return None
+
+
+def is_enoent(call: Callable[..., object], *args: object) -> bool:
+    return errno_of(call, *args) == errno.ENOENT
