@@ -20,7 +20,7 @@ import os
 import stat
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import wraps
 from pathlib import Path
@@ -695,8 +695,7 @@ class MemFS(pyfuse3.Operations):
         self.stats.commits += 1
         project = self._project(slug)
         self._sync_own(project, path)
-        if keep is not None:
-            self._sync_own_folder(project, f"{HISTORY}/{path}")
+        self._sync_kept(project, path, stage.kept)
         self._publish(project)
 
     def _keep_for(self, slug: str, path: str) -> staging.Keep | None:
@@ -1028,14 +1027,8 @@ class MemFS(pyfuse3.Operations):
         if own_place is not None and leaf.kind is Kind.FILE:
             src_name = parent_of(src)[1]
             async with self._commit_lock:
-                await trio.to_thread.run_sync(
-                    lambda: staging.rename(
-                        own_place,
-                        src_name,
-                        dst_place,
-                        dst_name,
-                        keep=keep,
-                    )
+                kept = await trio.to_thread.run_sync(
+                    lambda: staging.rename(own_place, src_name, dst_place, dst_name, keep=keep)
                 )
             self._sync_origin_path(project, leaf.version.origin, src)
         else:
@@ -1053,11 +1046,11 @@ class MemFS(pyfuse3.Operations):
                 os.utime(stage.fd, ns=(mtime, mtime))
                 async with self._commit_lock:
                     await trio.to_thread.run_sync(lambda: stage.commit(keep))
+                kept = stage.kept
             finally:
                 stage.abort()
         self._sync_own(project, dst)
-        if keep is not None:
-            self._sync_own_folder(project, f"{HISTORY}/{dst}")
+        self._sync_kept(project, dst, kept)
         # The old name must vanish: own copies went with the rename; hide the rest.
         await self._remove_everywhere(project, src)
 
@@ -1152,23 +1145,10 @@ class MemFS(pyfuse3.Operations):
         else:
             project.set_version(i, found)
 
-    def _sync_own_folder(self, project: Project, folder: str) -> None:
-        i = self.own_origin(project)
-        origin = project.origins[i]
-        scan = sources.scan(
-            origin.root, (*origin.parts, *sources.split(folder)), self.config.limits.max_file_bytes
-        )
-        present = {f"{folder}/{f.path}" for f in scan.files}
-        for v in [v for v in project.versions_under(folder) if v.origin == i]:
-            if v.path not in present:
-                project.drop_version(i, v.path)
-        for f in scan.files:
-            project.set_version(i, sources.FileStat(f"{folder}/{f.path}", f.size, f.mtime_ns))
-        for d in scan.dirs:
-            project.set_dir(i, f"{folder}/{d}", present=True)
-        if scan.exists:
-            for step in _steps(folder):
-                project.set_dir(i, step, present=True)
+    def _sync_kept(self, project: Project, path: str, names: list[str]) -> None:
+        """Re-read the kept versions of ``path`` a commit added or pruned: O(names)."""
+        for name in names:
+            self._sync_own(project, f"{HISTORY}/{path}/{name}")
 
     def publish_all(self) -> None:
         for project in list(self.catalog.loaded().values()):
@@ -1233,9 +1213,3 @@ def _parent_key(key: Key) -> Key:
     if not path:
         return ROOT_KEY
     return (slug, parent_of(path)[0])
-
-
-def _steps(folder: str) -> Iterator[str]:
-    parts = sources.split(folder)
-    for i in range(1, len(parts) + 1):
-        yield "/".join(parts[:i])

@@ -94,6 +94,7 @@ class Stage:
         self.name = name
         self.mode = mode
         self.dirty = False
+        self.kept: list[str] = []  # names the last commit added to or pruned from its Keep
         self._dir_fd = open_dir(folder, create=True)
         self.temp = ""
         self.fd = -1
@@ -164,7 +165,7 @@ class Stage:
             return None
         os.fsync(self.fd)
         if keep is not None:
-            keep_version(self._dir_fd, self.name, keep)
+            self.kept = keep_version(self._dir_fd, self.name, keep)
         os.rename(self.temp, self.name, src_dir_fd=self._dir_fd, dst_dir_fd=self._dir_fd)
         os.fsync(self._dir_fd)
         self.temp = ""
@@ -193,33 +194,38 @@ def _copy_fd(src: int, dst: int) -> None:
         offset += len(chunk)
 
 
-def keep_version(dir_fd: int, name: str, keep: Keep) -> None:
+def keep_version(dir_fd: int, name: str, keep: Keep) -> list[str]:
     """Hard-link the current ``name`` (if any) into ``keep`` before it is replaced.
 
     A hard link costs no copy and makes the kept version exactly the replaced bytes.
+    Returns the names in ``keep.folder`` that came or went (the caller updates its view
+    of exactly those).
     """
     from memfs.project import history_stamp  # the one place history names are spelled
 
     try:
         st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     except FileNotFoundError:
-        return
+        return []
     if not stat.S_ISREG(st.st_mode):
-        return
+        return []
     kfd = open_dir(keep.folder, create=True)
+    touched = []
     try:
         base = f"{keep.prefix}@{history_stamp(st.st_mtime_ns)}"
         for n in range(1, 10_000):
             target = f"{base}.md" if n == 1 else f"{base}~{n}.md"
             try:
                 os.link(name, target, src_dir_fd=dir_fd, dst_dir_fd=kfd, follow_symlinks=False)
+                touched.append(target)
                 break
             except FileExistsError:
                 continue
-        _prune(kfd, keep.prefix + "@", keep.last)
+        touched += _prune(kfd, keep.prefix + "@", keep.last)
         os.fsync(kfd)
     finally:
         os.close(kfd)
+    return touched
 
 
 def _kept_order(name: str) -> tuple[str, int]:
@@ -229,11 +235,13 @@ def _kept_order(name: str) -> tuple[str, int]:
     return (base, int(n) if n.isdigit() else 1)
 
 
-def _prune(kfd: int, prefix: str, keep_last: int) -> None:
+def _prune(kfd: int, prefix: str, keep_last: int) -> list[str]:
     names = sorted((n for n in os.listdir(kfd) if n.startswith(prefix)), key=_kept_order)
-    for old in names[: max(0, len(names) - keep_last)]:
+    pruned = names[: max(0, len(names) - keep_last)]
+    for old in pruned:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(old, dir_fd=kfd)
+    return pruned
 
 
 def replace(folder: Place, name: str, data: bytes, mtime_ns: int | None = None) -> None:
@@ -301,17 +309,19 @@ def rename(
     *,
     noreplace: bool = False,
     keep: Keep | None = None,
-) -> None:
+) -> list[str]:
     """Rename within the own source, atomically; with ``noreplace``, EEXIST if taken.
 
-    ``keep`` keeps the replaced target as history, as `Stage.commit` does.
+    ``keep`` keeps the replaced target as history, as `Stage.commit` does; returns the
+    names that came or went in ``keep.folder``.
     """
+    kept: list[str] = []
     sfd = open_dir(src, create=False)
     try:
         dfd = open_dir(dst, create=True)
         try:
             if keep is not None:
-                keep_version(dfd, dst_name, keep)
+                kept = keep_version(dfd, dst_name, keep)
             if noreplace:
                 _rename_noreplace(sfd, src_name, dfd, dst_name)
             else:
@@ -322,6 +332,7 @@ def rename(
             os.close(dfd)
     finally:
         os.close(sfd)
+    return kept
 
 
 _RENAME_NOREPLACE = 1
