@@ -130,6 +130,7 @@ class Project:
         self._memory: Rendered | None = None
         self._preamble: Rendered | None = None
         self._descriptions: dict[Version, str | None] = {}
+        self._logged: set[tuple[int, str, str]] = set()  # left-out files already logged
         self.tree.add(PREAMBLE, Leaf(Kind.PREAMBLE))
         for origin in origins:
             self.add_origin(origin)
@@ -158,7 +159,9 @@ class Project:
         self.counts.left_out = [e for e in self.counts.left_out if e[0] != f"{name}:{i}"]
         for path, why in scan.left_out:
             self.counts.left_out.append((f"{name}:{i}", path, why))
-            log.info("left out %s/%s: %s", origin.folder, path, why)
+            if (i, path, why) not in self._logged:  # logged once, counted in status
+                self._logged.add((i, path, why))
+                log.warning("left out %s/%s: %s", origin.folder, path, why)
         new = {f.path: f for f in scan.files}
         old = [p for p, vs in self._versions.items() if i in vs and p not in new]
         for path in old:

@@ -50,9 +50,11 @@ class Place:
 def open_dir(place: Place, *, create: bool) -> int:
     """A descriptor for ``place``; with ``create``, missing folders are made (mkdir -p).
 
-    The source root itself must exist (it is the user's account folder); below it no
-    component may be a symlink.
+    The source root is the user's (a fresh account may not have its ``projects/`` yet: with
+    ``create`` it is made); below it no component may be a symlink.
     """
+    if create:
+        place.root.mkdir(parents=True, exist_ok=True)
     fd = os.open(place.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         for part in place.parts:
