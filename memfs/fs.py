@@ -134,7 +134,8 @@ class Invalidator:
                         batch.add(self._receive.receive_nowait())
                     except trio.WouldBlock:
                         break
-                await trio.to_thread.run_sync(self._send_batch, batch)
+                # Abandoned on unmount: a notify stuck in the kernel must not hold up the exit.
+                await trio.to_thread.run_sync(self._send_batch, batch, abandon_on_cancel=True)
 
     def _send_batch(self, batch: set[tuple[str, int, bytes]]) -> None:
         # Entries first: a dropped dentry makes the next walk look the name up again.
