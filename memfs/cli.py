@@ -260,28 +260,53 @@ def cmd_status(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     return 0
 
 
+class _Stop(Exception):
+    """A signal asked the foreground demo to stop."""
+
+
+def _raise_stop(signum: int, frame: object) -> None:
+    raise _Stop(signum)
+
+
 def cmd_demo(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     from memfs import demo, mount
 
     base = Path(tempfile.mkdtemp(prefix="memfs-demo-"))
-    home = base / "home"
-    places = demo.build(home)
-    cfg_path = base / "config.toml"
-    cfg_path.write_text(demo.config_text(home), encoding="utf-8")
     mnt = base / "mnt"
-    child_env = dict(env, HOME=str(home), XDG_STATE_HOME=str(base / "state"))
-    child_env.pop("XDG_CONFIG_HOME", None)
-    cfg = config.load(child_env, cfg_path)
-    argv = ["mount", "--foreground", str(mnt), "--config", str(cfg_path)]
-    saved = dict(os.environ)
-    os.environ.update(child_env)
+    pid: int | None = None
+    keep = False
+    # Ctrl-C, a closed terminal or a kill all clean up, even while the demo is starting.
+    previous = {s: signal.signal(s, _raise_stop) for s in (signal.SIGHUP, signal.SIGTERM)}
     try:
-        pid = mount.start_background(argv, cfg.state_dir)
+        home = base / "home"
+        places = demo.build(home)
+        cfg_path = base / "config.toml"
+        cfg_path.write_text(demo.config_text(home), encoding="utf-8")
+        child_env = dict(env, HOME=str(home), XDG_STATE_HOME=str(base / "state"))
+        child_env.pop("XDG_CONFIG_HOME", None)
+        cfg = config.load(child_env, cfg_path)
+        argv = ["mount", "--foreground", str(mnt), "--config", str(cfg_path)]
+        pid = mount.start_background(argv, cfg.state_dir, base_env=child_env)
+        print(_demo_text(mnt, home, mnt / str(places["slug"]), places["personal"], pid))
+        if args.background:
+            keep = True
+            print(f"Stop it with: memfs umount {mnt} && rm -rf {base}")
+            return 0
+        print("Press Ctrl-C to unmount and clean up.")
+        sys.stdout.flush()
+        signal.pause()
+    except (KeyboardInterrupt, _Stop):
+        pass
     finally:
-        os.environ.clear()
-        os.environ.update(saved)
-    project = mnt / str(places["slug"])
-    print(
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if not keep:
+            _stop_demo(mnt, pid, base)
+    return 0
+
+
+def _demo_text(mnt: Path, home: Path, project: Path, own: Path, pid: int) -> str:
+    return (
         f"memfs demo mounted at {mnt} (pid {pid})\n"
         f"  three sources: {home}/.claude (own), {home}/.claude-work, {home}/.pi\n\n"
         "Try:\n"
@@ -290,28 +315,17 @@ def cmd_demo(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         f"  cat {project}/MEMORY.md          # the union of both accounts' indexes\n"
         f"  ls -R {project}/.history         # every other version\n"
         f"  echo 'Next: canary checks' > {project}/handoff-me_20261130.md\n"
-        f"  ls {places['personal']}          # the write landed in the own account\n"
+        f"  ls {own}          # the write landed in the own account\n"
         f"  memfs status {mnt}\n"
     )
-    if args.background:
-        print(f"Stop it with: memfs umount {mnt} && rm -rf {base}")
-        return 0
-    print("Press Ctrl-C to unmount and clean up.")
-    sys.stdout.flush()
-    try:
-        signal.pause()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        _stop_demo(mnt, pid, base)
-    return 0
 
 
-def _stop_demo(mnt: Path, pid: int, base: Path) -> None:
+def _stop_demo(mnt: Path, pid: int | None, base: Path) -> None:
     from memfs import mount
 
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGTERM)
+    if pid is not None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and mount.is_mounted(mnt):
         time.sleep(0.05)

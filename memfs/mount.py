@@ -19,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pyfuse3
@@ -33,6 +33,10 @@ from memfs.watch import Watcher
 log = logging.getLogger(__name__)
 
 FUSERMOUNT = "fusermount3"
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+# The one-shot readiness socket of `memfs mount` without --foreground: private, so that the
+# child never mistakes it for systemd's NOTIFY_SOCKET (which it keeps for STOPPING=1).
+READY_SOCKET_VAR = "MEMFS_READY_SOCKET"
 
 
 class MountError(Exception):
@@ -107,9 +111,13 @@ def run_foreground(
     mountpoint = prepare(config, mountpoint)
     faulthandler.register(signal.SIGUSR1)
     ops = MemFS(config, mountpoint)
+    # From the mount on, a stop must unmount cleanly: hold stop signals back until the
+    # trio task that handles them listens (see _signals), instead of dying in between.
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     try:
         pyfuse3.init(ops, str(mountpoint), fuse_options(options, debug))
     except RuntimeError as exc:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
         raise MountError(f"cannot mount {mountpoint}: {exc}") from None
     try:
         trio.run(_serve, ops, mountpoint)
@@ -139,21 +147,25 @@ async def _serve(ops: MemFS, mountpoint: Path) -> None:
 
 
 async def _signals(scope: trio.CancelScope) -> None:
-    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as received:
+    with trio.open_signal_receiver(*STOP_SIGNALS) as received:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # a pending stop lands now
         async for signum in received:
             log.info("received %s; unmounting", signal.Signals(signum).name)
-            notify.notify(notify.STOPPING)
-            pyfuse3.terminate()
+            pyfuse3.terminate()  # STOPPING=1 is sent once, on the way out
             return
 
 
 async def _announce_ready(ops: MemFS, mountpoint: Path) -> None:
     """READY=1 once a stat through the kernel is answered by this very loop."""
-    await trio.to_thread.run_sync(os.stat, mountpoint)
+    # Abandoned if the mount stops first: the loop that would answer it is gone.
+    await trio.to_thread.run_sync(os.stat, mountpoint, abandon_on_cancel=True)
     config = ops.config
     own = config.own.name if config.own else "none (read-only)"
     status = f"STATUS=serving {len(config.sources)} sources (own: {own}) at {mountpoint}"
     notify.notify(f"{notify.READY}\n{status}")
+    ready_socket = os.environ.pop(READY_SOCKET_VAR, None)
+    if ready_socket:
+        notify.notify(notify.READY, {"NOTIFY_SOCKET": ready_socket})
     log.info("memfs ready at %s", mountpoint)
     # After READY, so a large own source does not delay the mount; `memfs status` says
     # when it is done (stale_swept).
@@ -209,7 +221,12 @@ def _sweep_project(top: staging.Place, started_ns: int) -> int:
     return removed
 
 
-def start_background(argv: Sequence[str], state_dir: Path, timeout: float = 30.0) -> int:
+def start_background(
+    argv: Sequence[str],
+    state_dir: Path,
+    timeout: float = 30.0,
+    base_env: Mapping[str, str] | None = None,
+) -> int:
     """Run ``memfs mount --foreground`` detached; return once it reports READY=1.
 
     The child reports through the same sd_notify datagram systemd would read.
@@ -220,7 +237,9 @@ def start_background(argv: Sequence[str], state_dir: Path, timeout: float = 30.0
         sock_path = os.path.join(tmp, "notify")
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
         sock.bind(sock_path)
-        env = dict(os.environ, NOTIFY_SOCKET=sock_path)
+        outer = os.environ if base_env is None else base_env
+        env = {k: v for k, v in outer.items() if k != "NOTIFY_SOCKET"}
+        env[READY_SOCKET_VAR] = sock_path
         with open(log_path, "ab") as log_file:
             child = subprocess.Popen(
                 [sys.executable, "-m", "memfs", *argv],
@@ -230,22 +249,51 @@ def start_background(argv: Sequence[str], state_dir: Path, timeout: float = 30.0
                 env=env,
                 start_new_session=True,
             )
-        deadline = time.monotonic() + timeout
-        sock.settimeout(0.2)
         try:
-            while time.monotonic() < deadline:
-                try:
-                    message = sock.recv(4096).decode(errors="replace")
-                except TimeoutError:
-                    message = ""
-                if "READY=1" in message.split("\n"):
-                    return child.pid
-                if child.poll() is not None:
-                    raise MountError(f"memfs exited with {child.returncode}; see {log_path}")
+            _wait_ready(sock, child, timeout, log_path)
+        except BaseException:
+            # Interrupted or failed: the child must not mount on its own afterwards, nor
+            # outlive this call (a caller cleaning up its folders would race it).
+            _stop_child(child)
+            raise
         finally:
             sock.close()
-    child.terminate()
+    return child.pid
+
+
+def _stop_child(child: subprocess.Popen[bytes]) -> None:
+    child.terminate()  # a mounted child unmounts cleanly on SIGTERM
+    try:
+        child.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait()
+
+
+def _wait_ready(
+    sock: socket.socket, child: subprocess.Popen[bytes], timeout: float, log_path: Path
+) -> None:
+    deadline = time.monotonic() + timeout
+    sock.settimeout(0.2)
+    while time.monotonic() < deadline:
+        try:
+            message = sock.recv(4096).decode(errors="replace")
+        except TimeoutError:
+            message = ""
+        if "READY=1" in message.split("\n"):
+            return
+        if child.poll() is not None:
+            raise MountError(f"memfs exited with {child.returncode}: {_last_line(log_path)}")
     raise MountError(f"memfs did not become ready within {timeout:.0f}s; see {log_path}")
+
+
+def _last_line(log_path: Path) -> str:
+    """The child's own one-line error, so `memfs mount` says why, not only where."""
+    try:
+        lines = log_path.read_text(encoding="utf-8", errors="replace").strip().splitlines()
+    except OSError:
+        lines = []
+    return lines[-1] if lines else f"see {log_path}"
 
 
 __all__ = ["ConfigError", "MountError", "prepare", "run_foreground", "start_background"]
