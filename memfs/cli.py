@@ -222,10 +222,12 @@ def cmd_mount(args: argparse.Namespace, env: Mapping[str, str]) -> int:
 def cmd_umount(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     from memfs import mount
 
-    mountpoint = args.mountpoint or default_mountpoint(env)
-    if not mount.is_mounted(mountpoint) and not mount.is_stale(mountpoint):
+    mountpoint = Path(os.path.abspath(args.mountpoint or default_mountpoint(env)))
+    if mount.clear_stale(mountpoint):  # dead or hung: detached (and aborted if hung)
+        return 0
+    if mount.fuse_connection(mountpoint) is None and not mount.is_mounted(mountpoint):
         raise UserError(f"nothing is mounted at {mountpoint}; check the path")
-    mount.unmount(mountpoint, lazy=mount.is_stale(mountpoint))
+    mount.unmount(mountpoint)
     return 0
 
 

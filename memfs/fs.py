@@ -29,7 +29,7 @@ from typing import Any, ParamSpec, TypeVar
 import pyfuse3
 import trio
 
-from memfs import preamble, sources, staging, state
+from memfs import preamble, procs, sources, staging, state
 from memfs import slug as slugs
 from memfs.catalog import Catalog
 from memfs.config import Config
@@ -96,7 +96,9 @@ class Handle:
     # Created or opened with O_TRUNC and not committed yet: committed at release even when
     # nothing was written (`touch new`, `: > file`).
     unsaved: bool = False
-    discard: bool = False  # unlinked before its first commit: never committed
+    discard: bool = False  # unlinked before its first commit, or its writer was killed
+    pid: int = 0  # the process that opened it for writing
+    append: bool = False  # opened with O_APPEND
 
 
 @dataclass
@@ -121,9 +123,9 @@ class Invalidator:
         if self.enabled:
             self._send.send_nowait(("entry", parent, os.fsencode(name)))
 
-    def inode(self, ino: int) -> None:
+    def inode(self, ino: int, *, attr_only: bool = False) -> None:
         if self.enabled:
-            self._send.send_nowait(("inode", ino, b""))
+            self._send.send_nowait(("attrs" if attr_only else "inode", ino, b""))
 
     async def run(self) -> None:
         async with self._receive:
@@ -144,7 +146,7 @@ class Invalidator:
                 if kind == "entry":
                     pyfuse3.invalidate_entry(ino, name)
                 else:
-                    pyfuse3.invalidate_inode(ino)
+                    pyfuse3.invalidate_inode(ino, attr_only=kind == "attrs")
                 self._stats.invalidations += 1
             except OSError as exc:
                 # ENOENT: the kernel had no such entry or inode cached; nothing to forget.
@@ -259,12 +261,18 @@ class MemFS(pyfuse3.Operations):
         if leaf is None:
             pending = self._pending.get(key)
             if pending is not None and pending.stage is not None:
+                # Nothing committed yet: an empty file to all but its writer (_as_seen_by).
                 st = os.fstat(pending.stage.fd)
-                return self._entry(ino, stat.S_IFREG | 0o644, st.st_size, st.st_mtime_ns)
+                return self._entry(ino, stat.S_IFREG | pending.stage.mode, 0, st.st_mtime_ns)
             if not project.tree.is_dir(path):
                 raise _err(errno.ENOENT)
-            mode = 0o555 if _in_history(path) else self._dir_mode()
-            return self._dir_attrs(ino, mode, self.started_ns)
+            if _in_history(path):
+                return self._dir_attrs(ino, 0o555, self.started_ns)
+            found = project.folder_stat(path)
+            if found is None:  # a folder only the merge makes: no real one to show
+                return self._dir_attrs(ino, self._dir_mode(), self.started_ns)
+            mode = found.mode if self.config.own is not None else found.mode & ~0o222
+            return self._dir_attrs(ino, mode, found.mtime_ns)
         size = self._leaf_size(project, leaf)
         timeout = CACHE_TIMEOUT
         if leaf.kind is Kind.PREAMBLE:
@@ -340,15 +348,27 @@ class MemFS(pyfuse3.Operations):
         attrs = self._attrs(0, key)
         attrs.st_ino = self._ino(key)
         self._lookups[attrs.st_ino] += 1
-        return attrs
+        return self._as_seen_by(attrs, ctx)
 
     @_oserror_to_fuse
     async def getattr(self, inode: int, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
         self._count("getattr")
-        handle = self._stage_of_inode(inode)
-        attrs = self._attrs(inode, self._key(inode))
-        if handle is not None and handle.stage is not None:
-            attrs.st_size = handle.stage.size()  # a writer sees its own bytes
+        return self._as_seen_by(self._attrs(inode, self._key(inode)), ctx)
+
+    def _as_seen_by(
+        self, attrs: pyfuse3.EntryAttributes, ctx: pyfuse3.RequestContext
+    ) -> pyfuse3.EntryAttributes:
+        """While a file is being written, its writer sees its own size, everyone else the
+        committed file's (SPEC 7.1), and the kernel must ask again each time."""
+        staged = [h for h in self._handles.values() if h.ino == attrs.st_ino and h.stage]
+        if staged:
+            me = procs.tgid(ctx.pid)
+            mine = next((h for h in staged if h.pid == me), None)
+            if mine is not None and mine.stage is not None:
+                attrs.st_size = mine.stage.size()
+                attrs.st_blocks = (attrs.st_size + 511) // 512
+            attrs.attr_timeout = 0
+            attrs.entry_timeout = 0
         return attrs
 
     @_oserror_to_fuse
@@ -445,11 +465,12 @@ class MemFS(pyfuse3.Operations):
         project = self._project(slug)
         leaf = project.tree.leaf(path)
         if leaf is None and key in self._pending:
-            return await self._open_pending(inode, key, flags)
+            return await self._open_pending(inode, key, flags, procs.tgid(ctx.pid))
         if leaf is None:
             raise _err(errno.EISDIR if project.tree.is_dir(path) else errno.ENOENT)
         if flags & (os.O_WRONLY | os.O_RDWR):
-            return await self._open_for_write(inode, key, project, leaf, flags)
+            pid = procs.tgid(ctx.pid)
+            return await self._open_for_write(inode, key, project, leaf, flags, pid)
         handle = Handle(inode, key, leaf)
         if leaf.kind is Kind.PREAMBLE:
             handle.data = project.preamble(self._files_at(slug))
@@ -460,23 +481,28 @@ class MemFS(pyfuse3.Operations):
             return pyfuse3.FileInfo(fh=fh, direct_io=True, keep_cache=False)
         if leaf.kind is Kind.MEMORY:
             handle.data = project.memory_index()
+        if self._stage_of_inode(inode) is not None:
+            # Being written: the page cache and the kernel's size follow the writer; this
+            # reader must get the old whole file, straight from memfs (SPEC 7.1).
+            return pyfuse3.FileInfo(fh=self._add_handle(handle), direct_io=True)
         return pyfuse3.FileInfo(fh=self._add_handle(handle), keep_cache=True)
 
-    async def _open_pending(self, inode: int, key: Key, flags: int) -> pyfuse3.FileInfo:
+    async def _open_pending(self, inode: int, key: Key, flags: int, pid: int) -> pyfuse3.FileInfo:
         """Open a name another open created and has not committed: it is still empty.
 
         Its writer's bytes so far are a part of a file; nobody else sees them (SPEC 7.1).
         """
         if not flags & (os.O_WRONLY | os.O_RDWR):
             handle = Handle(inode, key, None, data=b"")
-            return pyfuse3.FileInfo(fh=self._add_handle(handle), keep_cache=False)
+            return pyfuse3.FileInfo(fh=self._add_handle(handle), direct_io=True)
         place = self._writable(key)
         name = parent_of(key[1])[1]
         stage = await trio.to_thread.run_sync(
             lambda: staging.Stage(place, name, initial_fd=None, mode=staging.FILE_MODE)
         )
-        handle = Handle(inode, key, None, stage=stage, unsaved=True)
-        return pyfuse3.FileInfo(fh=self._add_handle(handle), keep_cache=False)
+        handle = Handle(inode, key, None, stage=stage, unsaved=True, keeps_history=True, pid=pid)
+        handle.append = bool(flags & os.O_APPEND)
+        return pyfuse3.FileInfo(fh=self._add_handle(handle), direct_io=True)
 
     def _add_handle(self, handle: Handle) -> int:
         fh = self._new_fh()
@@ -502,8 +528,26 @@ class MemFS(pyfuse3.Operations):
     async def flush(self, fh: int) -> None:
         self._count("flush")
         handle = self._handles.get(fh)
-        if handle is not None and handle.stage is not None:
+        if handle is None or handle.stage is None or self._writer_killed(handle):
+            return
+        if handle.stage.dirty:
             await self._commit(handle)
+        elif handle.unsaved and not procs.holds(handle.pid, self._mount_path(handle.key)):
+            # The last descriptor of a bare create or truncation closes: commit now, so a
+            # read right after close() sees it (a shell's dup of the descriptor closes
+            # first and must not commit the empty in-between file).
+            await self._commit(handle, force=True)
+
+    def _writer_killed(self, handle: Handle) -> bool:
+        """A writer killed mid-write (its files are closed for it) commits nothing."""
+        if handle.pid and procs.killed_by_signal(handle.pid):
+            handle.discard = True
+            log.info("writer %d of %s was killed: its bytes are dropped", handle.pid, handle.key)
+        return handle.discard
+
+    def _mount_path(self, key: Key) -> str:
+        slug, path = key
+        return f"{self.mountpoint}/{slug}/{path}"
 
     @_oserror_to_fuse
     async def fsync(self, fh: int, datasync: bool) -> None:
@@ -521,7 +565,7 @@ class MemFS(pyfuse3.Operations):
         if handle.fd >= 0:
             os.close(handle.fd)
         if handle.stage is not None:
-            if handle.unsaved and not handle.discard:
+            if handle.unsaved and not self._writer_killed(handle):
                 try:
                     await self._commit(handle, force=True)
                 except (OSError, pyfuse3.FUSEError) as exc:
@@ -610,7 +654,7 @@ class MemFS(pyfuse3.Operations):
         return None
 
     async def _open_for_write(
-        self, inode: int, key: Key, project: Project, leaf: Leaf, flags: int
+        self, inode: int, key: Key, project: Project, leaf: Leaf, flags: int, pid: int
     ) -> pyfuse3.FileInfo:
         place = self._writable(key)
         if leaf.kind not in (Kind.FILE, Kind.MEMORY):
@@ -625,12 +669,14 @@ class MemFS(pyfuse3.Operations):
             )
         finally:
             os.close(head)
-        handle = Handle(inode, key, leaf, stage=stage, keeps_history=True)
+        handle = Handle(inode, key, leaf, stage=stage, keeps_history=True, pid=pid)
         # `> file` empties the file even if nothing is written; but a shell closes a dup of
         # the descriptor (a flush) before writing, so the bare truncation is committed only
         # at release, and readers never see the empty in-between file.
         handle.unsaved = bool(flags & os.O_TRUNC)
-        return pyfuse3.FileInfo(fh=self._add_handle(handle), keep_cache=True)
+        handle.append = bool(flags & os.O_APPEND)
+        # Direct I/O: the writer's bytes stay out of the page cache other openers share.
+        return pyfuse3.FileInfo(fh=self._add_handle(handle), direct_io=True)
 
     def _head_fd(self, project: Project, leaf: Leaf) -> int:
         if leaf.kind is Kind.MEMORY:
@@ -658,14 +704,16 @@ class MemFS(pyfuse3.Operations):
             lambda: staging.Stage(place, text, initial_fd=None, mode=file_mode)
         )
         ino = self._ino(key)
-        handle = Handle(ino, key, None, stage=stage, unsaved=True)
+        pid = procs.tgid(ctx.pid)
+        handle = Handle(ino, key, None, stage=stage, unsaved=True, keeps_history=True, pid=pid)
+        handle.append = bool(flags & os.O_APPEND)
         fh = self._add_handle(handle)
         # Not committed yet: one write costs one commit. Until then the name is pending:
         # memfs answers for it from the stage, so lookups, stat and listings still see it.
         self._pending[key] = handle
-        attrs = self._attrs(ino, key)
+        attrs = self._as_seen_by(self._attrs(ino, key), ctx)
         self._lookups[ino] += 1
-        return pyfuse3.FileInfo(fh=fh, keep_cache=True), attrs
+        return pyfuse3.FileInfo(fh=fh, direct_io=True), attrs
 
     @_oserror_to_fuse
     async def write(self, fh: int, off: int, buf: bytes) -> int:
@@ -673,6 +721,10 @@ class MemFS(pyfuse3.Operations):
         handle = self._handles[fh]
         if handle.stage is None:
             raise _err(errno.EBADF)
+        if handle.append:
+            # The kernel's offset comes from its idea of the size, which other callers' stat
+            # set to the committed file's: an append goes to the end of the writer's bytes.
+            off = handle.stage.size()
         return handle.stage.write(off, buf)
 
     async def _commit(self, handle: Handle, *, force: bool = False) -> None:
@@ -1162,19 +1214,32 @@ class MemFS(pyfuse3.Operations):
             return
         slug = project.slug
         for path in changes:
-            parent, name = parent_of(path)
-            parent_ino = self._ino_by_key.get((slug, parent))
-            if parent_ino is not None:
-                self.invalidator.entry(parent_ino, name)
+            # A name that is gone must leave the kernel's dentry cache. A name that still
+            # holds a file or folder keeps its dentry and inode number: forgetting the
+            # inode's attributes and pages is enough; a new name was never cached (ENOENT
+            # answers are not). That also spares the folder lock an entry invalidation
+            # takes, which writers in that folder hold while memfs answers them: were memfs
+            # killed then, the invalidating thread would wait for ever and keep the dead
+            # daemon's connection open.
+            if project.tree.leaf(path) is None and not project.tree.is_dir(path):
+                parent, name = parent_of(path)
+                parent_ino = self._ino_by_key.get((slug, parent))
+                if parent_ino is not None:
+                    self.invalidator.entry(parent_ino, name)
             ino = self._ino_by_key.get((slug, path))
             if ino is not None:
-                self.invalidator.inode(ino)
+                self._invalidate_inode(ino)
         changes.clear()
         # Derived files change with any of their inputs.
         for derived in (PREAMBLE, MEMORY):
             ino = self._ino_by_key.get((slug, derived))
             if ino is not None:
-                self.invalidator.inode(ino)
+                self._invalidate_inode(ino)
+
+    def _invalidate_inode(self, ino: int) -> None:
+        # Attributes and pages: a committed version must not be read through pages of the
+        # one it replaced. Writers use direct I/O, so no writer's own pages are dropped.
+        self.invalidator.inode(ino)
 
     # The watcher's Listener protocol.
     def project_changed(self, project: Project) -> None:

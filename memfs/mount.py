@@ -12,12 +12,15 @@ import errno
 import faulthandler
 import logging
 import os
+import re
+import shutil
 import signal
 import socket
 import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -43,14 +46,99 @@ class MountError(Exception):
     """A mount that cannot start: one line naming the cause and the fix."""
 
 
-def is_stale(mountpoint: Path) -> bool:
-    """A dead FUSE mount: statfs always reaches the connection (a stat may be answered
-    from the kernel's attribute cache), and a dead one answers ENOTCONN."""
+FUSECTL = Path("/sys/fs/fuse/connections")
+PROBE_SECONDS = 3.0
+
+
+def fuse_connection(mountpoint: Path) -> int | None:
+    """The FUSE connection mounted at ``mountpoint``, read from mountinfo without touching
+    the mount (a hung one would hang whoever stats it)."""
+    target = os.path.abspath(mountpoint)
     try:
-        os.statvfs(mountpoint)
-    except OSError as exc:
-        return exc.errno == errno.ENOTCONN
-    return False
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as f:
+            lines = f.readlines()
+    except OSError:
+        return None
+    found = None
+    for line in lines:
+        fields = line.split()
+        if len(fields) < 5 or "-" not in fields:
+            continue
+        where = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4])
+        fstype = fields[fields.index("-") + 1]
+        if where == target and fstype.startswith("fuse"):
+            found = int(fields[2].split(":")[1])  # the last mount there wins
+    return found
+
+
+def probe(mountpoint: Path, timeout: float = PROBE_SECONDS) -> str:
+    """'ok', 'dead' (ENOTCONN) or 'hung' (no answer in time) for a FUSE mount.
+
+    statfs always reaches the connection (a stat may be answered from the kernel's cache).
+    It runs in a daemon thread, so a hung connection costs ``timeout``, not the caller.
+    """
+    outcome: list[str] = []
+
+    def look() -> None:
+        try:
+            os.statvfs(mountpoint)
+            outcome.append("ok")
+        except OSError as exc:
+            outcome.append("dead" if exc.errno == errno.ENOTCONN else "ok")
+
+    worker = threading.Thread(target=look, daemon=True)
+    worker.start()
+    worker.join(timeout)
+    return outcome[0] if outcome else "hung"
+
+
+def abort_connection(minor: int) -> bool:
+    """Abort a FUSE connection: its pending and later requests fail with ENOTCONN."""
+    abort = FUSECTL / str(minor) / "abort"
+    if abort.exists():
+        try:
+            abort.write_text("1")
+            return True
+        except OSError as exc:
+            log.warning("cannot abort FUSE connection %d: %s", minor, exc)
+            return False
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        log.warning("cannot abort FUSE connection %d: fusectl is not mounted", minor)
+        return False
+    # fusectl is one superblock for the whole kernel: mounted in a private mount namespace
+    # it shows the same connections, and the machine's mounts stay as they are.
+    script = f"mount -t fusectl fusectl {FUSECTL} && echo 1 > {abort}"
+    done = subprocess.run(
+        ["unshare", "-m", "--propagation", "private", "sh", "-c", script],
+        capture_output=True,
+        timeout=10,
+        check=False,
+    )
+    return done.returncode == 0
+
+
+def clear_stale(mountpoint: Path) -> bool:
+    """Unmount a dead or hung FUSE mount at ``mountpoint``; True if one was cleared.
+
+    A daemon killed while one of its threads waited in the kernel can hold its hung
+    connection open for ever: aborting the connection frees it.
+    """
+    minor = fuse_connection(mountpoint)
+    if minor is None:
+        return False
+    state = probe(mountpoint)
+    if state == "ok":
+        return False
+    log.warning("clearing a %s mount at %s", state, mountpoint)
+    if state == "hung":
+        abort_connection(minor)
+    unmount(mountpoint, lazy=True)
+    return True
+
+
+def is_stale(mountpoint: Path) -> bool:
+    """A dead or hung FUSE mount at ``mountpoint``."""
+    return fuse_connection(mountpoint) is not None and probe(mountpoint) != "ok"
 
 
 def is_mounted(mountpoint: Path) -> bool:
@@ -72,10 +160,8 @@ def unmount(mountpoint: Path, *, lazy: bool = False) -> None:
 def prepare(config: Config, mountpoint: Path) -> Path:
     """Check and ready the mountpoint: containment, stale mounts, existence."""
     mountpoint = Path(os.path.abspath(mountpoint))
+    clear_stale(mountpoint)  # first: a hung mount would hang every check below
     check_mount(config, mountpoint)
-    if is_stale(mountpoint):
-        log.warning("clearing stale mount at %s", mountpoint)
-        unmount(mountpoint, lazy=True)
     if is_mounted(mountpoint):
         raise MountError(
             f"{mountpoint} is already a mount point; run 'memfs umount {mountpoint}' first"

@@ -386,6 +386,17 @@ class Project:
     def versions(self, path: str) -> list[Version]:
         return list(self._versions.get(path, {}).values())
 
+    def folder_stat(self, path: str) -> sources.FileStat | None:
+        """A real folder behind view folder ``path``: the own source's, else the first."""
+        own = self.config.own_index
+        holders = sorted(self._dirs.get(path, ()), key=lambda i: (self.origins[i].source != own, i))
+        for i in holders:
+            origin = self.origins[i]
+            found = sources.stat_folder(origin.root, origin.parts, path)
+            if found is not None:
+                return found
+        return None
+
     def dir_holders(self, path: str) -> set[int]:
         return self._dirs.get(path, set())
 

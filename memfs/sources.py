@@ -199,6 +199,19 @@ def stat_file(root: Path, parts: Sequence[str], path: str, max_bytes: int) -> Fi
     return _file_stat(path, st)
 
 
+def stat_folder(root: Path, parts: Sequence[str], path: str) -> FileStat | None:
+    """A sub-folder's mode and mtime, or None when it is gone or not a real folder."""
+    *dirs, name = split(path)
+    try:
+        with open_folder(root, [*parts, *dirs]) as fd:
+            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+    except OSError:
+        return None
+    if not stat.S_ISDIR(st.st_mode):
+        return None
+    return _file_stat(path, st)
+
+
 def read_file(root: Path, parts: Sequence[str], path: str, limit: int) -> bytes:
     """At most ``limit`` bytes of a source file, opened without following any link.
 

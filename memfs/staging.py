@@ -215,14 +215,18 @@ def keep_version(dir_fd: int, name: str, keep: Keep) -> list[str]:
     touched = []
     try:
         base = f"{keep.prefix}@{history_stamp(st.st_mtime_ns)}"
-        for n in range(1, 10_000):
+        # One more than the highest number of this second, never a freed lower one: the
+        # newest kept version must sort last, or pruning would take it first.
+        taken = [_kept_order(n)[1] for n in os.listdir(kfd) if _kept_order(n)[0] == base]
+        n = max(taken, default=0) + 1
+        while True:
             target = f"{base}.md" if n == 1 else f"{base}~{n}.md"
             try:
                 os.link(name, target, src_dir_fd=dir_fd, dst_dir_fd=kfd, follow_symlinks=False)
                 touched.append(target)
                 break
             except FileExistsError:
-                continue
+                n += 1
         touched += _prune(kfd, keep.prefix + "@", keep.last)
         os.fsync(kfd)
     finally:

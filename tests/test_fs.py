@@ -24,7 +24,7 @@ from fakes import FakeContext, FakeToken, fake_readdir_reply
 from helpers import CLAUDE_SLUG, PI_SLUG, FakeHome, at, fake_home, write
 
 from memfs import config as cfg
-from memfs import fs
+from memfs import fs, procs
 from memfs.fs import HERE_INODE, ROOT_INODE, STATUS_XATTR, MemFS
 from memfs.project import Project, history_stamp
 from memfs.slug import canonical_slug, claude_slug
@@ -775,8 +775,10 @@ async def test_create_in_a_project_the_own_source_lacks_makes_its_folder(
 
 
 async def test_a_bare_truncation_is_committed_at_release_and_an_idle_writer_changes_nothing(
-    sample: Sample,
+    sample: Sample, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # The shell's own descriptor stays open across the flush of its dup.
+    monkeypatch.setattr(procs, "holds", lambda pid, path: True)
     ops = sample.ops
     before = read_only_trees(sample)
     a = await walk(ops, f"{CLAUDE_SLUG}/a.md")
@@ -797,6 +799,34 @@ async def test_a_bare_truncation_is_committed_at_release_and_an_idle_writer_chan
     assert stage_leftovers(sample.home.home) == []
     assert ops.status()["open_handles"] == 0
     assert read_only_trees(sample) == before
+
+
+async def test_a_bare_truncation_commits_when_its_last_descriptor_closes(
+    sample: Sample, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `: > a.md` then `cat a.md`: close() must not return before the truncation lands.
+    monkeypatch.setattr(procs, "holds", lambda pid, path: False)
+    ops = sample.ops
+    a = await walk(ops, f"{CLAUDE_SLUG}/a.md")
+    info = await ops.open(a.st_ino, os.O_WRONLY | os.O_TRUNC, CTX)
+    await ops.flush(info.fh)
+    assert (sample.own / "a.md").read_bytes() == b""
+    await ops.release(info.fh)
+    assert stage_leftovers(sample.home.home) == []
+
+
+async def test_a_writer_killed_by_a_signal_commits_nothing(
+    sample: Sample, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ops = sample.ops
+    a = await walk(ops, f"{CLAUDE_SLUG}/a.md")
+    info = await ops.open(a.st_ino, os.O_WRONLY | os.O_TRUNC, CTX)
+    assert await ops.write(info.fh, 0, b"half a line") == 11
+    monkeypatch.setattr(procs, "killed_by_signal", lambda pid: True)
+    await ops.flush(info.fh)
+    await ops.release(info.fh)
+    assert (sample.own / "a.md").read_bytes() == OWN_A.encode()
+    assert stage_leftovers(sample.home.home) == []
 
 
 async def test_open_for_write_with_trunc_replaces_the_own_version(sample: Sample) -> None:
@@ -929,8 +959,8 @@ async def test_a_change_made_directly_in_a_source_invalidates_the_kernels_view(
     body = "b changed directly in the source, and longer\n"
     write(sample.work / "b.md", body, at(60))
     ops.project_changed(rescan(ops))
+    # The name still holds a file: its dentry stays, its attributes and pages go.
     assert drain(ops) == {
-        ("entry", project.st_ino, b"b.md"),
         ("inode", b.st_ino, b""),
         ("inode", preamble.st_ino, b""),  # derived files change with their inputs
         ("inode", memory.st_ino, b""),
@@ -951,8 +981,9 @@ async def test_a_file_appearing_or_vanishing_in_a_source_invalidates_its_entry(
     settled(ops)
     write(sample.pi / "sub" / "new.md", "new\n", at(61))
     ops.project_changed(rescan(ops))
-    # A new name: only its (maybe negative) entry; no inode was handed out for it yet.
-    assert drain(ops) == {("entry", sub.st_ino, b"new.md")}
+    # A new name: nothing to forget (ENOENT answers are never cached by the kernel, and no
+    # inode was handed out for it yet).
+    assert drain(ops) == set()
     assert (await ops.lookup(sub.st_ino, b"new.md", CTX)).st_size == 4
     (sample.work / "sub" / "c.md").unlink()
     ops.project_changed(rescan(ops))

@@ -721,7 +721,9 @@ def test_demo_foreground_cleans_up_on_ctrl_c(sandbox: Sandbox) -> None:
 
 # --- SIGUSR1, status, umount ---------------------------------------------------------------
 
-DUMP = "(most recent call first)"
+# One line per dump (each thread gets a "(most recent call first)" line, the signalled one
+# is "Current thread"): counting it tells dumps apart.
+DUMP = "Current thread "
 
 
 @dataclass

@@ -1,0 +1,68 @@
+"""What memfs asks /proc about the processes that call it.
+
+Pure core: imports neither pyfuse3 nor trio. Every answer is best effort: a process may be
+gone by the time it is asked about, and then the safe default is returned. Nothing here
+reads through the mount (/proc's links are resolved by the kernel, not by memfs), so it
+may be called from a handler.
+"""
+
+from __future__ import annotations
+
+import os
+
+# include/linux/sched.h: the task was killed by a signal (set before its files are closed).
+PF_SIGNALED = 0x00000400
+
+
+def tgid(pid: int) -> int:
+    """The process (thread group) of a task id: FUSE names the calling thread."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("Tgid:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return pid
+
+
+def killed_by_signal(pid: int) -> bool:
+    """True while ``pid`` is dying from a signal (its files are being closed for it)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            text = f.read()
+    except OSError:
+        return False
+    # The command name may hold spaces and parentheses: fields start after the last ')'.
+    fields = text.rpartition(")")[2].split()
+    try:
+        flags = int(fields[6])  # field 9 of proc_pid_stat(5): state is field 3
+    except (IndexError, ValueError):
+        return False
+    return bool(flags & PF_SIGNALED)
+
+
+def holds(pid: int, path: str) -> bool:
+    """Whether process ``pid`` still has a descriptor open on ``path``.
+
+    Unknown (no /proc access) counts as holding: the caller then waits for release.
+    """
+    fd_dir = f"/proc/{pid}/fd"
+    try:
+        names = os.listdir(fd_dir)
+    except OSError:
+        return True
+    for name in names:
+        try:
+            if os.readlink(f"{fd_dir}/{name}") == path:
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def cwd(pid: int) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/cwd")
+    except OSError:
+        return None
