@@ -452,8 +452,11 @@ class Project:
             return max(v.mtime_ns for v in (leaf.version, *leaf.others))
         if leaf.version is not None:
             return leaf.version.mtime_ns
-        # PREAMBLE.md: as new as the newest head it may draw on.
-        return max((v.mtime_ns for v in self._heads.values()), default=0)
+        # PREAMBLE.md: as new as the newest head it may draw on, in O(1): the newest of the
+        # mtime index (every head but MEMORY.md) and MEMORY.md's.
+        newest = self._by_mtime[-1].mtime_ns if self._by_mtime else 0
+        memory = self._heads.get(MEMORY)
+        return max(newest, memory.mtime_ns if memory is not None else 0)
 
     # --- PREAMBLE.md -----------------------------------------------------------------
 
