@@ -7,6 +7,7 @@ tests never depend on the real home.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import re
@@ -70,11 +71,12 @@ class Config:
     limits: Limits = field(default_factory=Limits)
     path: Path | None = None  # the config file read, None when sources were discovered
 
-    @property
+    # Asked on hot paths (every entry of a listing): computed once per config.
+    @functools.cached_property
     def own(self) -> SourceSpec | None:
         return next((s for s in self.sources if s.own), None)
 
-    @property
+    @functools.cached_property
     def own_index(self) -> int | None:
         return next((i for i, s in enumerate(self.sources) if s.own), None)
 
