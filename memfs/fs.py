@@ -246,7 +246,8 @@ class MemFS(pyfuse3.Operations):
             self.watcher.ensure(project)
         return project
 
-    def _attrs(self, ino: int, key: Key) -> pyfuse3.EntryAttributes:
+    def _attrs(self, ino: int, key: Key, project: Project | None = None) -> pyfuse3.EntryAttributes:
+        """``project``: ``key``'s project when the caller has it already (readdir)."""
         slug, path = key
         if key == ROOT_KEY:
             return self._dir_attrs(ino, 0o755, self.started_ns)
@@ -256,7 +257,8 @@ class MemFS(pyfuse3.Operations):
             if not self.catalog.has(slug):
                 raise _err(errno.ENOENT)
             return self._dir_attrs(ino, self._dir_mode(), self.started_ns)
-        project = self._project(slug)
+        if project is None:
+            project = self._project(slug)
         leaf = project.tree.leaf(path)
         if leaf is None:
             pending = self._pending.get(key)
@@ -434,10 +436,14 @@ class MemFS(pyfuse3.Operations):
     async def readdir(self, fh: int, start_id: int, token: pyfuse3.ReaddirToken) -> None:
         self._count("readdir")
         entries = self._dir_handles.get(fh, [])
+        project: Project | None = None  # the entries of a project folder share its project
         for pos in range(start_id, len(entries)):
             name, key = entries[pos]
             try:
-                attrs = self._attrs(0, key)
+                in_project = bool(key[0] and key[1])  # not an entry of the root
+                if in_project and project is None:
+                    project = self._project(key[0])
+                attrs = self._attrs(0, key, project if in_project else None)
             except pyfuse3.FUSEError:
                 continue  # vanished since opendir
             attrs.st_ino = self._ino(key)
@@ -663,10 +669,14 @@ class MemFS(pyfuse3.Operations):
         head = self._head_fd(project, leaf)
         try:
             mode = _mode_of(head, leaf)
-            initial = None if flags & os.O_TRUNC else head
-            stage = await trio.to_thread.run_sync(
-                lambda: staging.Stage(place, name, initial_fd=initial, mode=mode)
-            )
+            if flags & os.O_TRUNC:
+                # Nothing to copy: an empty temp file is a few quick syscalls, cheaper than
+                # a hop to a worker thread.
+                stage = staging.Stage(place, name, initial_fd=None, mode=mode)
+            else:
+                stage = await trio.to_thread.run_sync(
+                    lambda: staging.Stage(place, name, initial_fd=head, mode=mode)
+                )
         finally:
             os.close(head)
         handle = Handle(inode, key, leaf, stage=stage, keeps_history=True, pid=pid)
@@ -700,9 +710,8 @@ class MemFS(pyfuse3.Operations):
             raise _err(errno.EISDIR)
         text = parent_of(key[1])[1]
         file_mode = stat.S_IMODE(mode) & ~ctx.umask or staging.FILE_MODE
-        stage = await trio.to_thread.run_sync(
-            lambda: staging.Stage(place, text, initial_fd=None, mode=file_mode)
-        )
+        # An empty temp file: quick syscalls, no thread hop (see _open_for_write).
+        stage = staging.Stage(place, text, initial_fd=None, mode=file_mode)
         ino = self._ino(key)
         pid = procs.tgid(ctx.pid)
         handle = Handle(ino, key, None, stage=stage, unsaved=True, keeps_history=True, pid=pid)

@@ -333,7 +333,8 @@ def rename(
             else:
                 os.rename(src_name, dst_name, src_dir_fd=sfd, dst_dir_fd=dfd)
             os.fsync(dfd)
-            os.fsync(sfd)
+            if src != dst:  # one folder: its one fsync made the rename durable
+                os.fsync(sfd)
         finally:
             os.close(dfd)
     finally:
