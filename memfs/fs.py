@@ -666,20 +666,21 @@ class MemFS(pyfuse3.Operations):
         if leaf.kind not in (Kind.FILE, Kind.MEMORY):
             raise _err(errno.EACCES)
         _, name = parent_of(key[1])
-        head = self._head_fd(project, leaf)
-        try:
-            mode = _mode_of(head, leaf)
-            if flags & os.O_TRUNC:
+        handle = Handle(inode, key, leaf, keeps_history=True, pid=pid)
+        if leaf.kind is Kind.MEMORY:
+            handle.data = project.memory_index()  # what a read on this handle sees
+        if flags & os.O_TRUNC:
+            head = self._head_fd(project, leaf)
+            try:
                 # Nothing to copy: an empty temp file is a few quick syscalls, cheaper than
                 # a hop to a worker thread.
-                stage = staging.Stage(place, name, initial_fd=None, mode=mode)
-            else:
-                stage = await trio.to_thread.run_sync(
-                    lambda: staging.Stage(place, name, initial_fd=head, mode=mode)
+                handle.stage = staging.Stage(
+                    place, name, initial_fd=None, mode=_mode_of(head, leaf)
                 )
-        finally:
-            os.close(head)
-        handle = Handle(inode, key, leaf, stage=stage, keeps_history=True, pid=pid)
+            finally:
+                os.close(head)
+        # Otherwise the stage (a copy of the head) is made at the first write or truncate:
+        # an editor opening read-write, or `touch`, copies nothing and leaves no temp file.
         # `> file` empties the file even if nothing is written; but a shell closes a dup of
         # the descriptor (a flush) before writing, so the bare truncation is committed only
         # at release, and readers never see the empty in-between file.
@@ -729,12 +730,31 @@ class MemFS(pyfuse3.Operations):
         self._count("write")
         handle = self._handles[fh]
         if handle.stage is None:
-            raise _err(errno.EBADF)
+            await self._stage_lazily(handle)
+        assert handle.stage is not None
         if handle.append:
             # The kernel's offset comes from its idea of the size, which other callers' stat
             # set to the committed file's: an append goes to the end of the writer's bytes.
             off = handle.stage.size()
         return handle.stage.write(off, buf)
+
+    async def _stage_lazily(self, handle: Handle) -> None:
+        """The first change through a write handle: stage a copy of the head it opened."""
+        if handle.leaf is None or handle.key in self._pending:
+            raise _err(errno.EBADF)
+        project = self._project(handle.key[0])
+        place = self._writable(handle.key)
+        name = parent_of(handle.key[1])[1]
+        leaf = handle.leaf
+        head = self._head_fd(project, leaf)
+        try:
+            mode = _mode_of(head, leaf)
+            handle.stage = await trio.to_thread.run_sync(
+                lambda: staging.Stage(place, name, initial_fd=head, mode=mode)
+            )
+        finally:
+            os.close(head)
+        handle.data = None  # reads now see the writer's own bytes
 
     async def _commit(self, handle: Handle, *, force: bool = False) -> None:
         """flush/fsync: make the staged bytes the target, atomically (SPEC 7.1)."""
@@ -809,6 +829,8 @@ class MemFS(pyfuse3.Operations):
         times = self._times(attr, fields)
         handle = self._handles.get(fh) if fh is not None else self._pending.get(key)
         project = self._project(slug)
+        if handle is not None and handle.stage is None and handle.pid and size is not None:
+            await self._stage_lazily(handle)  # ftruncate on a handle not written yet
         if handle is not None and handle.stage is not None:
             self._stage_attrs(handle.stage, mode, size, times)
             attrs = self._attrs(inode, key)

@@ -1051,3 +1051,19 @@ async def test_statfs_names_may_be_255_bytes(sample: Sample) -> None:
     data = await sample.ops.statfs(CTX)
     assert data.f_namemax == NAME_MAX == 255
     assert data.f_bsize > 0
+
+
+async def test_opening_for_write_stages_nothing_until_the_first_write(sample: Sample) -> None:
+    # An editor opening read-write, or `touch` of an existing file, copies no head and
+    # leaves no temp file; the first write stages a copy of the head.
+    ops = sample.ops
+    a = await walk(ops, f"{CLAUDE_SLUG}/a.md")
+    info = await ops.open(a.st_ino, os.O_RDWR, CTX)
+    assert stage_leftovers(sample.home.home) == []
+    assert await ops.read(info.fh, 0, 100) == OWN_A.encode()
+    assert await ops.write(info.fh, len(OWN_A), b"more\n") == 5
+    assert len(stage_leftovers(sample.home.home)) == 1
+    await ops.flush(info.fh)
+    await ops.release(info.fh)
+    assert (sample.own / "a.md").read_bytes() == OWN_A.encode() + b"more\n"
+    assert stage_leftovers(sample.home.home) == []
