@@ -1,0 +1,1 @@
+"""The memfs benchmark: ``python -m tests.bench.run [--quick] [--out DIR]`` (see run.py)."""
