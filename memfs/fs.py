@@ -123,9 +123,9 @@ class Invalidator:
         if self.enabled:
             self._send.send_nowait(("entry", parent, os.fsencode(name)))
 
-    def inode(self, ino: int, *, attr_only: bool = False) -> None:
+    def inode(self, ino: int) -> None:
         if self.enabled:
-            self._send.send_nowait(("attrs" if attr_only else "inode", ino, b""))
+            self._send.send_nowait(("inode", ino, b""))
 
     async def run(self) -> None:
         async with self._receive:
@@ -146,7 +146,7 @@ class Invalidator:
                 if kind == "entry":
                     pyfuse3.invalidate_entry(ino, name)
                 else:
-                    pyfuse3.invalidate_inode(ino, attr_only=kind == "attrs")
+                    pyfuse3.invalidate_inode(ino)
                 self._stats.invalidations += 1
             except OSError as exc:
                 # ENOENT: the kernel had no such entry or inode cached; nothing to forget.
