@@ -43,6 +43,7 @@ IN_IGNORED = 0x00008000
 IN_ONLYDIR = 0x01000000
 IN_DONT_FOLLOW = 0x02000000
 IN_EXCL_UNLINK = 0x04000000
+IN_MASK_ADD = 0x20000000
 IN_ISDIR = 0x40000000
 IN_NONBLOCK = os.O_NONBLOCK
 IN_CLOEXEC = os.O_CLOEXEC
@@ -129,7 +130,14 @@ class _Pending:
     origin: int
 
 
-_Target = _Root | _Folder | _Pending
+@dataclass(frozen=True)
+class _RootPending:
+    """Source roots that do not exist yet: the nearest folder on their way is watched."""
+
+    sources: frozenset[int]
+
+
+_Target = _Root | _Folder | _Pending | _RootPending
 
 
 class Watcher:
@@ -143,8 +151,48 @@ class Watcher:
         self._folders: dict[tuple[int, int], set[str]] = {}
         self.events = 0
         self.overflows = 0
-        for i, source in enumerate(catalog.config.sources):
-            self._add(source.root, _ROOT_MASK, _Root(i))
+        for i in range(len(catalog.config.sources)):
+            self._watch_root(i)
+
+    def _watch_root(self, i: int) -> bool:
+        """Watch source ``i``'s root, or the nearest existing folder on its way to it."""
+        root = self.catalog.config.sources[i].root
+        if self._add(root, _ROOT_MASK, _Root(i)):
+            return True
+        for folder in root.parents:
+            try:
+                wd = self.inotify.add(folder, _ROOT_MASK | IN_MASK_ADD)
+            except OSError:
+                continue
+            known = self._targets.get(wd)
+            if known is None or isinstance(known, _RootPending):
+                # Several missing roots may wait on one folder (the home, often).
+                waiting = known.sources if known is not None else frozenset()
+                self._targets[wd] = _RootPending(waiting | {i})
+            else:
+                log.warning("source root %s is missing and its parent is watched already", root)
+            break
+        return False
+
+    def _pending_roots(self, wd: int, target: _RootPending) -> None:
+        """Something changed on the way to missing roots: each waits again where it now
+        must (here, or in a deeper folder), or is watched and listed if it exists now."""
+        self._targets[wd] = _RootPending(frozenset())
+        for i in sorted(target.sources):
+            self._root_appeared(i)
+        still = self._targets.get(wd)
+        if isinstance(still, _RootPending) and not still.sources:
+            del self._targets[wd]
+            self.inotify.remove(wd)
+
+    def _root_appeared(self, i: int) -> None:
+        """A step towards a missing root appeared: watch further, and list it once there."""
+        if not self._watch_root(i):
+            return
+        for name in sources.list_slug_folders(self.catalog.config.sources[i].root):
+            slug = self.catalog.folder_added(i, name)
+            if slug is not None:
+                self.listener.root_changed(slug)
 
     def _add(self, path: Path, mask: int, target: _Target) -> bool:
         try:
@@ -233,6 +281,9 @@ class Watcher:
         if isinstance(target, _Root):
             self._root_event(target, mask, name, touched)
             return
+        if isinstance(target, _RootPending):
+            self._pending_roots(wd, target)
+            return
         project = self.catalog.loaded().get(target.slug)
         if project is None or target.origin >= len(project.origins):
             return
@@ -264,6 +315,8 @@ class Watcher:
     def _forget(self, wd: int) -> None:
         """The kernel dropped a watch (its folder went): a folder made again is watched anew."""
         target = self._targets.pop(wd, None)
+        if isinstance(target, _Root):  # the root itself went: wait for it again
+            self._watch_root(target.source)
         if isinstance(target, _Folder):
             project = self.catalog.loaded().get(target.slug)
             if project is not None:

@@ -1,0 +1,113 @@
+"""The inotify watcher on real folders, without a mount (tier 2).
+
+The watcher changes the catalog and its projects and tells a listener what to invalidate;
+here the listener records. Waits poll a condition under a deadline.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import trio
+
+from memfs import config as cfg
+from memfs.catalog import Catalog
+from memfs.project import Project
+from memfs.watch import Watcher
+
+SLUG = "-home-a-proj"
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.roots: list[str] = []
+        self.projects: list[str] = []
+
+    def project_changed(self, project: Project) -> None:
+        self.projects.append(project.slug)
+
+    def root_changed(self, slug: str) -> None:
+        self.roots.append(slug)
+
+
+def load(tmp_path: Path, roots: dict[str, Path]) -> cfg.Config:
+    text = "".join(
+        f'[[source]]\nname = "{name}"\npath = "{root}/{{slug}}/memory"\n'
+        + ("own = true\n" if i == 0 else "")
+        for i, (name, root) in enumerate(roots.items())
+    )
+    path = tmp_path / "config.toml"
+    path.write_text(text, encoding="utf-8")
+    env = {"HOME": str(tmp_path / "home"), "XDG_STATE_HOME": str(tmp_path / "state")}
+    return cfg.load(env, path)
+
+
+async def eventually(condition: Callable[[], bool], what: str, within: float = 5.0) -> None:
+    """Poll ``condition`` (the watcher runs between polls) until a deadline."""
+    deadline = trio.current_time() + within
+    while trio.current_time() < deadline:
+        if condition():
+            return
+        await trio.sleep(0.01)
+    raise AssertionError(f"{what}: not within {within}s")
+
+
+async def test_a_source_root_created_after_the_mount_is_watched_and_listed(
+    tmp_path: Path,
+) -> None:
+    own = tmp_path / "own" / "projects"
+    own.mkdir(parents=True)
+    late = tmp_path / "home" / ".claude-work" / "projects"  # nothing of it exists yet
+    config = load(tmp_path, {"own": own, "work": late})
+    catalog = Catalog(config)
+    assert catalog.slugs() == []
+    recorder = Recorder()
+    watcher = Watcher(catalog, recorder)
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(watcher.run)
+            (late / SLUG / "memory").mkdir(parents=True)
+            (late / SLUG / "memory" / "a.md").write_text("a\n")
+            await eventually(lambda: catalog.has(SLUG), "the new root's project is listed")
+            assert SLUG in recorder.roots
+            # The root is watched from now on: a second project shows too.
+            (late / "-home-a-other").mkdir()
+            await eventually(lambda: catalog.has("-home-a-other"), "a later project")
+            project = catalog.project(SLUG)
+            assert project is not None
+            assert project.tree.leaf("a.md") is not None
+            nursery.cancel_scope.cancel()
+    finally:
+        watcher.close()
+
+
+async def test_files_in_a_new_folder_of_a_loaded_project_are_seen(tmp_path: Path) -> None:
+    own = tmp_path / "own" / "projects"
+    (own / SLUG / "memory").mkdir(parents=True)
+    config = load(tmp_path, {"own": own})
+    catalog = Catalog(config)
+    project = catalog.project(SLUG)
+    assert project is not None
+    recorder = Recorder()
+    watcher = Watcher(catalog, recorder)
+    watcher.ensure(project)
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(watcher.run)
+            sub = own / SLUG / "memory" / "new" / "deeper"
+            sub.mkdir(parents=True)
+            for i in range(20):  # written at once, before memfs could watch the folders
+                (sub / f"f{i}.md").write_text(f"{i}\n")
+            paths = [f"new/deeper/f{i}.md" for i in range(20)]
+            await eventually(
+                lambda: all(project.tree.leaf(p) is not None for p in paths), "every file"
+            )
+            os.unlink(sub / "f0.md")
+            await eventually(lambda: project.tree.leaf(paths[0]) is None, "a deletion")
+            project._check()
+            assert SLUG in recorder.projects
+            nursery.cancel_scope.cancel()
+    finally:
+        watcher.close()
