@@ -29,13 +29,14 @@ from typing import Any, ParamSpec, TypeVar
 import pyfuse3
 import trio
 
-from memfs import preamble, procs, sources, staging, state
+from memfs import procs, sources, staging, state, writes
 from memfs import slug as slugs
 from memfs.catalog import Catalog
 from memfs.config import Config
-from memfs.project import HISTORY, MEMORY, PREAMBLE, Kind, Leaf, Origin, Project, Version
+from memfs.project import HISTORY, MEMORY, PREAMBLE, Kind, Leaf, Origin, Project
 from memfs.tree import parent_of
 from memfs.watch import Watcher
+from memfs.writes import RENAME_NOREPLACE
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +48,6 @@ STATUS_XATTR = b"user.memfs.status"
 
 # Long kernel caching, kept true by explicit invalidation on every change (FUSE-NOTES).
 CACHE_TIMEOUT = 3600.0
-RENAME_NOREPLACE = 1
-RENAME_EXCHANGE = 2
 
 Key = tuple[str, str]  # (slug, view path); ("", "") is the root, (slug, "") a project
 ROOT_KEY: Key = ("", "")
@@ -67,6 +66,8 @@ def _oserror_to_fuse(fn: Callable[P, Any]) -> Callable[P, Any]:
             return await fn(*args, **kwargs)
         except pyfuse3.FUSEError:
             raise
+        except writes.Refused as exc:
+            raise pyfuse3.FUSEError(exc.errno) from None
         except OSError as exc:
             raise pyfuse3.FUSEError(exc.errno or errno.EIO) from None
         except Exception:
@@ -268,7 +269,7 @@ class MemFS(pyfuse3.Operations):
                 return self._entry(ino, stat.S_IFREG | pending.stage.mode, 0, st.st_mtime_ns)
             if not project.tree.is_dir(path):
                 raise _err(errno.ENOENT)
-            if _in_history(path):
+            if writes.in_history(path):
                 return self._dir_attrs(ino, 0o555, self.started_ns)
             found = project.folder_stat(path)
             if found is None:  # a folder only the merge makes: no real one to show
@@ -642,16 +643,9 @@ class MemFS(pyfuse3.Operations):
 
     def _writable(self, key: Key) -> staging.Place:
         """The own folder holding ``key``'s parent, or the errno SPEC 7.4 names."""
-        slug, path = key
-        if path == PREAMBLE or _in_history(path) or key == HERE_KEY:
+        if key == HERE_KEY:
             raise _err(errno.EACCES)
-        if parent_of(path)[1].startswith(sources.STAGE_PREFIX):
-            raise _err(errno.EINVAL)  # memfs's own temp-file names: never served, swept
-        place = self.catalog.own_place(slug)
-        if place is None:
-            raise _err(errno.EROFS)
-        folder, _ = parent_of(path)
-        return place.below(*sources.split(folder))
+        return writes.target_folder(self.catalog, *key)
 
     def _stage_of_inode(self, inode: int) -> Handle | None:
         for handle in self._handles.values():
@@ -767,7 +761,7 @@ class MemFS(pyfuse3.Operations):
         if not stage.dirty:
             return
         slug, path = handle.key
-        keep = self._keep_for(slug, path) if handle.keeps_history else None
+        keep = self._keep(slug, path) if handle.keeps_history else None
         async with self._commit_lock:
             await trio.to_thread.run_sync(lambda: stage.commit(keep))
         handle.keeps_history = False
@@ -780,32 +774,10 @@ class MemFS(pyfuse3.Operations):
         self._sync_kept(project, path, stage.kept)
         self._publish(project)
 
-    def _keep_for(self, slug: str, path: str) -> staging.Keep | None:
-        """Handoffs keep the version a write replaces (SPEC 7.2), in the own source."""
-        own = self.config.own
-        place = self.catalog.own_place(slug)
-        if own is None or place is None or not preamble.is_handoff(parent_of(path)[1]):
-            return None
-        folder = place.below(HISTORY, *sources.split(path))
-        return staging.Keep(folder, own.name, self.config.limits.handoff_versions)
+    def _keep(self, slug: str, path: str) -> staging.Keep | None:
+        return writes.keep_for(self.config, self.catalog, slug, path)
 
     # --- changing names and attributes (SPEC 7.3) --------------------------------------
-
-    def _own_place_of(self, project: Project, v: Version) -> staging.Place | None:
-        """The writable folder holding own version ``v``, or None for a read-only one."""
-        origin = project.origins[v.origin]
-        if origin.source != self.config.own_index:
-            return None
-        folder, _ = parent_of(v.path)
-        return staging.Place(origin.root, (*origin.parts, *sources.split(folder)))
-
-    def _file_leaf(self, project: Project, path: str) -> Leaf:
-        leaf = project.tree.leaf(path)
-        if leaf is None:
-            raise _err(errno.EISDIR if project.tree.is_dir(path) else errno.ENOENT)
-        if leaf.kind not in (Kind.FILE, Kind.MEMORY):
-            raise _err(errno.EACCES)
-        return leaf
 
     @_oserror_to_fuse
     async def setattr(
@@ -896,9 +868,9 @@ class MemFS(pyfuse3.Operations):
         times: tuple[int, int] | None,
     ) -> None:
         path = key[1]
-        leaf = self._file_leaf(project, path)
+        leaf = writes.writable_leaf(project, path)
         assert leaf.version is not None
-        own_place = self._own_place_of(project, leaf.version)
+        own_place = writes.own_folder_of(self.config, project, leaf.version)
         name = parent_of(path)[1]
         if own_place is not None and leaf.kind is Kind.FILE:
             await trio.to_thread.run_sync(
@@ -935,7 +907,7 @@ class MemFS(pyfuse3.Operations):
             pending.discard = True  # a temp file unlinked while open: never lands
             if project.tree.leaf(path) is None:
                 return
-        self._file_leaf(project, path)
+        writes.writable_leaf(project, path)
         await self._remove_everywhere(project, path)
         self._publish(project)
 
@@ -943,7 +915,7 @@ class MemFS(pyfuse3.Operations):
         """Remove the own copies of ``path``; hide the read-only ones with whiteouts."""
         name = parent_of(path)[1]
         for v in project.versions(path):
-            place = self._own_place_of(project, v)
+            place = writes.own_folder_of(self.config, project, v)
             if place is not None:
                 await trio.to_thread.run_sync(staging.unlink, place, name)
                 self._sync_origin_path(project, v.origin, path)
@@ -1030,8 +1002,6 @@ class MemFS(pyfuse3.Operations):
         ctx: pyfuse3.RequestContext,
     ) -> None:
         self._count("rename")
-        if flags & RENAME_EXCHANGE:
-            raise _err(errno.EINVAL)  # an atomic swap across sources cannot be promised
         src = self._child_key(parent_inode_old, name_old)
         dst = self._child_key(parent_inode_new, name_new)
         if ROOT_INODE in (parent_inode_old, parent_inode_new):
@@ -1044,35 +1014,13 @@ class MemFS(pyfuse3.Operations):
             await self._rename_pending(project, src, dst, flags)
             return
         src_path, dst_path = src[1], dst[1]
-        self._check_rename_target(project, src_path, dst_path, flags)
+        writes.check_rename(project, src_path, dst_path, flags)
         if project.tree.is_dir(src_path):
             await self._rename_dir(project, src_path, dst_path, src_place, dst_place)
         else:
             await self._rename_file(project, src_path, dst_path, dst_place)
         self._move_inodes(src, dst)
         self._publish(project)
-
-    def _check_rename_target(self, project: Project, src: str, dst: str, flags: int) -> None:
-        tree = project.tree
-        if tree.leaf(src) is None and not tree.is_dir(src):
-            raise _err(errno.ENOENT)
-        if src == dst:
-            return
-        dst_exists = tree.leaf(dst) is not None or tree.is_dir(dst)
-        if flags & RENAME_NOREPLACE and dst_exists:
-            raise _err(errno.EEXIST)
-        if tree.is_dir(src):
-            if dst.startswith(src + "/"):
-                raise _err(errno.EINVAL)
-            if tree.leaf(dst) is not None:
-                raise _err(errno.ENOTDIR)
-            children = tree.children(dst)
-            if children is not None and len(children):
-                raise _err(errno.ENOTEMPTY)
-        elif tree.is_dir(dst):
-            raise _err(errno.EISDIR)
-        elif tree.leaf(src) is not None:
-            self._file_leaf(project, src)
 
     async def _rename_pending(self, project: Project, src: Key, dst: Key, flags: int) -> None:
         """Rename a file still being written: its stage will land under the new name.
@@ -1103,11 +1051,11 @@ class MemFS(pyfuse3.Operations):
     ) -> None:
         if src == dst:
             return
-        leaf = self._file_leaf(project, src)
+        leaf = writes.writable_leaf(project, src)
         assert leaf.version is not None
         dst_name = parent_of(dst)[1]
-        keep = self._keep_for(project.slug, dst)
-        own_place = self._own_place_of(project, leaf.version)
+        keep = self._keep(project.slug, dst)
+        own_place = writes.own_folder_of(self.config, project, leaf.version)
         if own_place is not None and leaf.kind is Kind.FILE:
             src_name = parent_of(src)[1]
             async with self._commit_lock:
@@ -1149,14 +1097,7 @@ class MemFS(pyfuse3.Operations):
         if src == dst:
             return
         own = self.own_origin(project)
-        inside = project.versions_under(src)
-        holders = {
-            i
-            for p in project.folders()
-            if p == src or p.startswith(src + "/")
-            for i in project.dir_holders(p)
-        }
-        if any(v.origin != own for v in inside) or holders - {own}:
+        if not writes.folder_is_own_only(self.config, project, src):
             # Other sources hold part of it: let `mv` fall back to copy and delete, which
             # works through memfs file by file (as on overlayfs).
             raise _err(errno.EXDEV)
@@ -1299,10 +1240,6 @@ def _mode_of(fd: int, leaf: Leaf) -> int:
     if leaf.kind is Kind.MEMORY:
         return staging.FILE_MODE  # the union has no file of its own
     return stat.S_IMODE(os.fstat(fd).st_mode) or staging.FILE_MODE
-
-
-def _in_history(path: str) -> bool:
-    return path == HISTORY or path.startswith(HISTORY + "/")
 
 
 def _parent_key(key: Key) -> Key:
