@@ -914,11 +914,14 @@ class MemFS(pyfuse3.Operations):
     async def _remove_everywhere(self, project: Project, path: str) -> None:
         """Remove the own copies of ``path``; hide the read-only ones with whiteouts."""
         name = parent_of(path)[1]
+        keep = self._keep(project.slug, path)
         for v in project.versions(path):
             place = writes.own_folder_of(self.config, project, v)
             if place is not None:
-                await trio.to_thread.run_sync(staging.unlink, place, name)
+                async with self._commit_lock:
+                    kept = await trio.to_thread.run_sync(staging.unlink, place, name, keep)
                 self._sync_origin_path(project, v.origin, path)
+                self._sync_kept(project, path, kept)
         if project.whiteout(path):
             self._save_whiteouts(project)
 

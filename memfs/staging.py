@@ -282,13 +282,18 @@ def remove_stale(folder: Place, names: Sequence[str]) -> int:
     return removed
 
 
-def unlink(folder: Place, name: str) -> None:
+def unlink(folder: Place, name: str, keep: Keep | None = None) -> list[str]:
+    """Remove ``folder/name``; with ``keep``, keep it as history first (a handoff replaced
+    by a program that unlinks and creates, as `mv` across filesystems does). Returns the
+    names that came or went in ``keep.folder``."""
     fd = open_dir(folder, create=False)
     try:
+        kept = keep_version(fd, name, keep) if keep is not None else []
         os.unlink(name, dir_fd=fd)
         os.fsync(fd)
     finally:
         os.close(fd)
+    return kept
 
 
 def mkdir(folder: Place, name: str, mode: int) -> None:

@@ -889,6 +889,22 @@ async def test_a_handoff_write_keeps_the_replaced_version(sample: Sample) -> Non
     assert await cat(ops, shown.st_ino) == b"first\n"
 
 
+async def test_unlinking_a_handoff_keeps_it_as_history(sample: Sample) -> None:
+    # `mv` from another filesystem onto a handoff unlinks it, then creates the new one:
+    # the version it replaces is kept, as with a write (SPEC 7.2).
+    ops = sample.ops
+    name = "handoff-agent_x_20260101.md"
+    write(sample.own / name, "first\n", at(70))
+    project = await walk(ops, CLAUDE_SLUG)
+    await ops.lookup(project.st_ino, name.encode(), CTX)
+    await ops.unlink(project.st_ino, name.encode(), CTX)
+    assert not (sample.own / name).exists()
+    kept = sample.own / ".history" / name / f"claude@{history_stamp(at(70))}.md"
+    assert kept.read_bytes() == b"first\n"
+    shown = await walk(ops, f"{CLAUDE_SLUG}/.history/{name}/{kept.name}")
+    assert await cat(ops, shown.st_ino) == b"first\n"
+
+
 async def test_without_an_own_source_writes_are_erofs(tmp_path: Path) -> None:
     home = fake_home(tmp_path)
     write(home.memory(".claude-work") / "a.md", WORK_A, at(30))
