@@ -12,15 +12,16 @@ from hypothesis import strategies as st
 
 from memfs.slug import canonical_slug, claude_slug, project_root, project_slug
 
-# The shared/ folder sits beside the repository checkout, here and in CI.
-VECTORS = Path(__file__).resolve().parents[2] / "shared/vectors/slugs.json"
+# Reference pairs computed with Claude Code's own rule, copied into the repository (from the
+# project's shared reference data) so that a clone with nothing beside it tests on its own.
+VECTORS = Path(__file__).resolve().parent / "data/slugs.json"
 
 
 def _load_vectors() -> list[tuple[str, str]]:
     # A missing file must fail the run, never shrink it to nothing: read it at
     # collection time so a missing file is an error, not zero parameters.
     if not VECTORS.is_file():
-        raise FileNotFoundError(f"slug vectors missing: {VECTORS} (shared/ sits beside the repo)")
+        raise FileNotFoundError(f"slug vectors missing: {VECTORS}")
     pairs = json.loads(VECTORS.read_text(encoding="utf-8"))
     return [(pair["path"], pair["slug"]) for pair in pairs]
 
