@@ -129,3 +129,11 @@ class Catalog:
 
     def source_roots(self) -> list[tuple[int, Path]]:
         return [(i, s.root) for i, s in enumerate(self.config.sources)]
+
+    def _check(self) -> None:
+        """Assert every invariant; the tests call this after each change."""
+        if self._slugs is not None:
+            assert all(self._slugs.values()), "a listed slug with no folder"
+        for slug, project in self._projects.items():
+            assert project.slug == slug
+            project._check()

@@ -183,6 +183,15 @@ class MemFS(pyfuse3.Operations):
         self._pending: dict[Key, Handle] = {}  # created, not yet committed -> its handle
         self.watcher: Watcher | None = None  # set by mount.py; adapter tests run without
 
+    def _check(self) -> None:
+        """Assert every invariant of the adapter and the core below it; tests call it after
+        each step."""
+        assert all(self._ino_by_key.get(k) == i for i, k in self._key_by_ino.items())
+        assert all(self._key_by_ino.get(i) == k for k, i in self._ino_by_key.items())
+        assert all(n > 0 for n in self._lookups.values()), self._lookups
+        assert all(any(h is p for h in self._handles.values()) for p in self._pending.values())
+        self.catalog._check()
+
     # --- inodes ----------------------------------------------------------------------
 
     def _ino(self, key: Key) -> int:
