@@ -59,6 +59,7 @@ class Version:
     size: int
     mtime_ns: int
     mode: int = 0o644  # permission bits
+    atime_ns: int = field(default=0, compare=False)  # shown, never compared (see FileStat)
 
 
 class Kind(enum.Enum):
@@ -177,8 +178,12 @@ class Project:
     def set_version(self, i: int, f: sources.FileStat) -> None:
         """Origin ``i`` now holds ``f`` (new or changed)."""
         versions = self._versions.setdefault(f.path, {})
-        new = Version(i, f.path, f.size, f.mtime_ns, f.mode)
-        if versions.get(i) == new:
+        new = Version(i, f.path, f.size, f.mtime_ns, f.mode, f.atime_ns)
+        old = versions.get(i)
+        if old == new:
+            if old is not None and old.atime_ns != new.atime_ns:
+                versions[i] = new  # only the atime moved: shown, but no change of the file
+                self._refresh(f.path)
             return
         is_new = i not in versions
         versions[i] = new

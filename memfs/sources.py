@@ -41,6 +41,9 @@ class FileStat:
     size: int
     mtime_ns: int
     mode: int = 0o644  # permission bits
+    # Shown as the view's atime; not part of equality: reading a file moves it, and that is
+    # no change of the file.
+    atime_ns: int = field(default=0, compare=False)
 
 
 @dataclass
@@ -152,7 +155,7 @@ def _scan_dir(fd: int, prefix: str, max_bytes: int, out: Scan, depth: int) -> No
 
 
 def _file_stat(path: str, st: os.stat_result) -> FileStat:
-    return FileStat(path, st.st_size, st.st_mtime_ns, stat.S_IMODE(st.st_mode))
+    return FileStat(path, st.st_size, st.st_mtime_ns, stat.S_IMODE(st.st_mode), st.st_atime_ns)
 
 
 def _scan_subdir(fd: int, name: str, path: str, max_bytes: int, out: Scan, depth: int) -> None:

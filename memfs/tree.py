@@ -39,6 +39,7 @@ class Tree(Generic[T]):
         # folder path -> child name -> references at or under that child
         self._dirs: dict[str, SortedDict[str, int]] = {ROOT: SortedDict()}
         self._marks: dict[str, int] = {}  # folder path -> explicit marks
+        self._subdirs: dict[str, int] = {}  # folder path -> how many child folders (st_nlink)
         # View paths whose entry appeared, vanished or changed since the owner last drained
         # this set: what the kernel must be told to forget.
         self.changes: set[str] = set()
@@ -51,6 +52,28 @@ class Tree(Generic[T]):
 
     def is_dir(self, path: str) -> bool:
         return path in self._dirs
+
+    def subdirs(self, path: str) -> int:
+        """How many folders ``path`` holds: a folder's st_nlink is 2 plus this."""
+        return self._subdirs.get(path, 0)
+
+    def _make_dir(self, path: str) -> SortedDict[str, int]:
+        children = self._dirs.get(path)
+        if children is None:
+            children = self._dirs[path] = SortedDict()
+            if path != ROOT:
+                head = parent_of(path)[0]
+                self._subdirs[head] = self._subdirs.get(head, 0) + 1
+        return children
+
+    def _drop_dir(self, path: str) -> None:
+        if self._dirs.pop(path, None) is not None:
+            head = parent_of(path)[0]
+            left = self._subdirs.get(head, 0) - 1
+            if left > 0:
+                self._subdirs[head] = left
+            else:
+                self._subdirs.pop(head, None)
 
     def children(self, path: str) -> SortedDict[str, int] | None:
         """The sorted child names of a folder (values are reference counts, not for callers)."""
@@ -92,7 +115,7 @@ class Tree(Generic[T]):
             return False
         self._marks[path] = self._marks.get(path, 0) + 1
         self._ref(path, +1)
-        self._dirs.setdefault(path, SortedDict())
+        self._make_dir(path)
         return True
 
     def unmark_dir(self, path: str) -> None:
@@ -109,7 +132,7 @@ class Tree(Generic[T]):
         """Add ``delta`` to the references of every step from the root down to ``path``."""
         head, name = parent_of(path)
         while True:
-            children = self._dirs.setdefault(head, SortedDict())
+            children = self._make_dir(head)
             count = children.get(name, 0) + delta
             step = f"{head}/{name}" if head else name
             if count > 0:
@@ -120,7 +143,7 @@ class Tree(Generic[T]):
                 self.changes.add(step)
                 children.pop(name, None)
                 if step not in self._marks:
-                    self._dirs.pop(step, None)
+                    self._drop_dir(step)
             if head == ROOT:
                 return
             head, name = parent_of(head)
@@ -143,3 +166,9 @@ class Tree(Generic[T]):
             if path != ROOT:
                 head, name = parent_of(path)
                 assert name in self._dirs[head], path
+        subdirs: dict[str, int] = {}
+        for path in self._dirs:
+            if path != ROOT:
+                head = parent_of(path)[0]
+                subdirs[head] = subdirs.get(head, 0) + 1
+        assert subdirs == self._subdirs, (subdirs, self._subdirs)
