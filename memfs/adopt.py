@@ -46,10 +46,10 @@ from pathlib import Path
 from typing import Any
 
 from memfs import config as cfg
-from memfs import sources, staging, state
+from memfs import history, sources, staging, state
 from memfs.catalog import Catalog
 from memfs.index import union_index
-from memfs.project import HISTORY, MEMORY, history_stamp
+from memfs.project import HISTORY, MEMORY
 
 log = logging.getLogger(__name__)
 
@@ -585,9 +585,8 @@ def _keep_history(own: _Own, source: str, f: FileBody, report: AdoptReport) -> N
     if any(own.same(p, f.data) for p in sorted(kept)):
         report.unchanged += 1
         return
-    base = f"{prefix}{source}@{history_stamp(f.mtime_ns)}"
     for n in range(1, 10_000):
-        path = f"{base}.md" if n == 1 else f"{base}~{n}.md"
+        path = prefix + history.version_name(source, f.mtime_ns, n)
         if not own.free(path):
             if own.taken(path):
                 continue  # another version of the same second: the next suffix

@@ -1,17 +1,19 @@
-"""The catalog of projects: which canonical slugs exist, and each project loaded on demand.
+"""The catalog of projects: which canonical slugs exist, and each project once loaded.
 
 SPEC 2, 4. Pure core: imports neither pyfuse3 nor trio; not thread-safe (one owner).
 
 Listing the root names every project without reading any project folder: one ``scandir`` of
-each source's root, done on first use, then kept current by `folder_added` and
-`folder_removed` (the watcher calls them). A project is scanned when first asked for.
+each source's root (`load_listing`, disk I/O), then kept current by `folder_added` and
+`folder_removed` (the watcher calls them, no I/O). A project is built by `build` (disk I/O:
+the watcher runs it in a worker thread, see watch.py) and published by `adopt`. A canonical
+slug no source holds yet is served as an *empty* project (SPEC 4: ``here`` never dangles):
+a Project with no folder, which becomes an ordinary one when its first folder appears.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from pathlib import Path
 
 from sortedcontainers import SortedDict
 
@@ -22,6 +24,18 @@ from memfs.project import Origin, Project
 
 log = logging.getLogger(__name__)
 
+MAX_EMPTY = 1024  # views of slugs no source holds, kept at once
+
+
+def is_project_name(name: str) -> bool:
+    """A name the root may hold a project under: a canonical slug (SPEC 2)."""
+    return (
+        name.startswith("-")
+        and len(os.fsencode(name)) <= sources.NAME_MAX
+        and sources.valid_name(name)
+        and slugs.canonical_slug(name) == name
+    )
+
 
 class Catalog:
     def __init__(self, config: Config) -> None:
@@ -29,13 +43,23 @@ class Catalog:
         # canonical slug -> {(source index, folder name in that source's root)}
         self._slugs: SortedDict[str, set[tuple[int, str]]] | None = None
         self._projects: dict[str, Project] = {}  # canonical slug -> loaded project
+        self._empty: dict[str, Project] = {}  # canonical slug no source holds -> its view
 
-    def _listing(self) -> SortedDict[str, set[tuple[int, str]]]:
+    @property
+    def listed(self) -> bool:
+        return self._slugs is not None
+
+    def load_listing(self) -> None:
+        """List every source's root (disk I/O; once)."""
         if self._slugs is None:
             self._slugs = SortedDict()
             for i, source in enumerate(self.config.sources):
                 for name in sources.list_slug_folders(source.root):
                     self._add(i, name)
+
+    def _listing(self) -> SortedDict[str, set[tuple[int, str]]]:
+        self.load_listing()  # a no-op once listed: the adapter lists from a worker first
+        assert self._slugs is not None
         return self._slugs
 
     def _add(self, source: int, name: str) -> str | None:
@@ -60,18 +84,42 @@ class Catalog:
         return self._projects
 
     def project(self, slug: str) -> Project | None:
-        """The project for a canonical slug, scanned on first use; None if no source has it."""
+        """The project for a canonical slug, built now if need be (disk I/O: outside the
+        mount); None if no source has it."""
         found = self._projects.get(slug)
-        if found is not None:
-            return found
-        folders = self._listing().get(slug)
-        if not folders:
-            return None
-        origins = [self._origin(s, n) for s, n in sorted(folders)]
+        if found is None and self.has(slug):
+            found = self.adopt(self.build(slug))
+        return found
+
+    def origins(self, slug: str) -> list[Origin]:
+        return [self._origin(s, n) for s, n in sorted(self._listing().get(slug, ()))]
+
+    def build(self, slug: str, scan: bool = True) -> Project:
+        """A project of every folder listed for ``slug``: reads its whiteouts and, with
+        ``scan``, every folder (disk I/O); not published until `adopt`."""
         whiteouts = state.load_whiteouts(self.config.state_dir, slug)
-        project = Project(slug, self.config, origins, whiteouts)
-        self._projects[slug] = project
+        project = Project(slug, self.config, (), whiteouts)
+        for origin in self.origins(slug):
+            project.add_origin(origin, None if scan else sources.Scan(exists=False))
         return project
+
+    def adopt(self, project: Project) -> Project:
+        """Publish a built project; an empty view of the same slug is superseded by it."""
+        self._empty.pop(project.slug, None)
+        self._projects[project.slug] = project
+        return project
+
+    def empty(self, slug: str) -> Project | None:
+        """The view of a canonical slug no source holds yet: only PREAMBLE.md (SPEC 4).
+        None for a name that is no canonical slug, or a listed project."""
+        if self.has(slug) or not is_project_name(slug):
+            return None
+        found = self._empty.get(slug)
+        if found is None:
+            if len(self._empty) >= MAX_EMPTY:
+                self._empty.clear()  # views of nothing: cheap to make again
+            found = self._empty[slug] = Project(slug, self.config)
+        return found
 
     def _origin(self, source: int, name: str) -> Origin:
         spec = self.config.sources[source]
@@ -82,8 +130,14 @@ class Catalog:
         if self._slugs is None:
             return None  # nothing listed yet: the first listing will see it
         canonical = self._add(source, name)
-        if canonical is not None and canonical in self._projects:
-            self._projects[canonical].add_origin(self._origin(source, name))
+        if canonical is None:
+            return None
+        empty = self._empty.pop(canonical, None)
+        if empty is not None:
+            self._projects[canonical] = empty  # the same object: handles and inodes stay
+        if canonical in self._projects:
+            # Registered empty; the watcher scans it (off the request thread) and watches it.
+            self._projects[canonical].add_origin(self._origin(source, name), sources.Scan())
         return canonical
 
     def folder_removed(self, source: int, name: str) -> str | None:
@@ -100,7 +154,7 @@ class Catalog:
         if project is not None:
             i = project.origin_index(self._origin(source, name))
             if i is not None:
-                project.rescan(i)  # the folder is gone: every version of it goes
+                project.rescan(i, sources.Scan(exists=False))  # every version of it goes
             if not folders:
                 del self._projects[canonical]
         return canonical
@@ -112,23 +166,16 @@ class Catalog:
             return None
         return staging.Place(own.root, (slug, *own.tail))
 
-    def create(self, slug: str) -> Project:
-        """Make the own source's folder for a new project and load it (mkdir at the root)."""
-        place = self.own_place(slug)
-        if place is None:
-            raise PermissionError("no own source")
-        fd = staging.open_dir(place, create=True)
-        os.close(fd)
-        self._listing()
+    def own_folder_made(self, slug: str) -> Project:
+        """The own source's folder for ``slug`` was made through the mount (its first write,
+        or mkdir at the root): list it, without reading anything."""
         own_index = self.config.own_index
         assert own_index is not None
-        self._add(own_index, slug)
-        project = self.project(slug)
-        assert project is not None
+        self.folder_added(own_index, slug)
+        project = self._projects.get(slug)
+        if project is None:
+            project = self.adopt(self.build(slug, scan=False))
         return project
-
-    def source_roots(self) -> list[tuple[int, Path]]:
-        return [(i, s.root) for i, s in enumerate(self.config.sources)]
 
     def _check(self) -> None:
         """Assert every invariant; the tests call this after each change."""
@@ -137,3 +184,7 @@ class Catalog:
         for slug, project in self._projects.items():
             assert project.slug == slug
             project._check()
+        for slug, project in self._empty.items():
+            assert slug not in self._projects, slug
+            assert not self.has(slug), slug
+            assert not project.origins, slug

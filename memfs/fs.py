@@ -1,66 +1,63 @@
 """The pyfuse3 adapter: inode numbers, handles and errno over the catalog of projects.
 
 A protocol adapter only: what the tree looks like is decided by catalog.py and project.py,
-what is written by staging.py. This module translates inode numbers and bytes names into
-core calls and core errors into ``FUSEError``, the only exception a handler lets out.
+what a change does by writes.py (plans), how it touches the disk by staging.py, what is open
+by writing.py, what the kernel may cache by kernel.py. A write handler reads: decode, plan,
+one await (`staging.apply` in a worker, under the commit lock), absorb, publish.
 
-Threading: every handler runs on pyfuse3's one trio thread and must not block for long;
-commits (fsync) go to a worker thread. Kernel cache invalidations are never sent from a
-handler (that can deadlock the mount): handlers and the watcher queue them, and the task in
-`Invalidator.run` sends them from a worker thread.
+Threading (SPEC 7a): every handler runs on pyfuse3's one trio thread and never blocks on the
+disk there: loading a project, rescans and watches are the watcher's (watch.py), in workers;
+every change of the own source or the state folder is one `staging.apply` call in a worker.
+On this thread only the descriptors a request is served from are read and written (pread,
+pwrite of a stage). Kernel cache invalidations are never sent from a handler (that can
+deadlock the mount): they are queued, and `Kernel.run` sends them from a worker thread.
+Every handler lets out only ``FUSEError``.
 """
 
 from __future__ import annotations
 
 import errno
+import functools
 import json
 import logging
-import math
 import os
 import stat
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import wraps
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 import pyfuse3
 import trio
 
-from memfs import procs, sources, staging, state, writes
+from memfs import procs, sources, staging, writes
 from memfs import slug as slugs
-from memfs.catalog import Catalog
+from memfs.catalog import Catalog, is_project_name
 from memfs.config import Config
-from memfs.project import HISTORY, MEMORY, PREAMBLE, Kind, Leaf, Origin, Project
+from memfs.history import in_history
+from memfs.inodes import HERE, HERE_INODE, HERE_KEY, ROOT_INODE, ROOT_KEY, Inodes, Key
+from memfs.kernel import Kernel
+from memfs.project import MEMORY, PREAMBLE, Kind, Leaf, Origin, Project
 from memfs.tree import parent_of
 from memfs.watch import Watcher
-from memfs.writes import RENAME_NOREPLACE
+from memfs.writing import OpenFile, OpenFiles
 
 log = logging.getLogger(__name__)
 
-ROOT_INODE = pyfuse3.ROOT_INODE
-HERE_INODE = ROOT_INODE + 1
-FIRST_FREE_INODE = HERE_INODE + 1
-HERE = "here"
 STATUS_XATTR = b"user.memfs.status"
-
-# Long kernel caching, kept true by explicit invalidation on every change (FUSE-NOTES).
-CACHE_TIMEOUT = 3600.0
-
-Key = tuple[str, str]  # (slug, view path); ("", "") is the root, (slug, "") a project
-ROOT_KEY: Key = ("", "")
-HERE_KEY: Key = ("", HERE)
+CACHE_TIMEOUT = 3600.0  # long kernel caching, kept true by invalidation (FUSE-NOTES)
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
 
-def _oserror_to_fuse(fn: Callable[P, Any]) -> Callable[P, Any]:
-    """Turn an OSError from a backing folder into FUSEError(errno); log anything else."""
+def _handler(fn: Callable[P, Any]) -> Callable[P, Any]:
+    """Every handler lets out only FUSEError: a refusal or OSError becomes its errno,
+    anything else is logged and becomes EIO."""
 
-    @wraps(fn)
+    @functools.wraps(fn)
     async def wrapper(*args: P.args, **kwargs: P.kwargs) -> Any:
         try:
             return await fn(*args, **kwargs)
@@ -82,78 +79,11 @@ def _err(code: int) -> pyfuse3.FUSEError:
 
 
 @dataclass
-class Handle:
-    """One open file: a source file read lazily, a snapshot, or a staged write."""
-
-    ino: int
-    key: Key
-    leaf: Leaf | None = None
-    fd: int = -1  # source descriptor, opened on first read
-    data: bytes | None = None  # PREAMBLE.md or the MEMORY.md union, fixed at open
-    stage: staging.Stage | None = None
-    # A handle keeps the version it replaces at most once: at its first commit, what stood
-    # before it opened. Later commits of the same handle replace only its own bytes.
-    keeps_history: bool = False
-    # Created or opened with O_TRUNC and not committed yet: committed at release even when
-    # nothing was written (`touch new`, `: > file`).
-    unsaved: bool = False
-    discard: bool = False  # unlinked before its first commit, or its writer was killed
-    pid: int = 0  # the process that opened it for writing
-    append: bool = False  # opened with O_APPEND
-
-
-@dataclass
 class Stats:
     requests: Counter[str] = field(default_factory=Counter)
-    invalidations: int = 0
-    invalidation_errors: int = 0
     commits: int = 0
     stale_swept: bool = False  # the crash sweep of the own source has finished
     stale_removed: int = 0
-
-
-class Invalidator:
-    """Sends queued kernel cache invalidations from outside any handler."""
-
-    def __init__(self, stats: Stats) -> None:
-        self._send, self._receive = trio.open_memory_channel[tuple[str, int, bytes]](math.inf)
-        self._stats = stats
-        self.enabled = True  # off in adapter tests, where no kernel is attached
-
-    def entry(self, parent: int, name: str) -> None:
-        if self.enabled:
-            self._send.send_nowait(("entry", parent, os.fsencode(name)))
-
-    def inode(self, ino: int) -> None:
-        if self.enabled:
-            self._send.send_nowait(("inode", ino, b""))
-
-    async def run(self) -> None:
-        async with self._receive:
-            async for first in self._receive:
-                batch = {first}
-                while True:
-                    try:
-                        batch.add(self._receive.receive_nowait())
-                    except trio.WouldBlock:
-                        break
-                # Abandoned on unmount: a notify stuck in the kernel must not hold up the exit.
-                await trio.to_thread.run_sync(self._send_batch, batch, abandon_on_cancel=True)
-
-    def _send_batch(self, batch: set[tuple[str, int, bytes]]) -> None:
-        # Entries first: a dropped dentry makes the next walk look the name up again.
-        for kind, ino, name in sorted(batch, key=lambda b: b[0]):
-            try:
-                if kind == "entry":
-                    pyfuse3.invalidate_entry(ino, name)
-                else:
-                    pyfuse3.invalidate_inode(ino)
-                self._stats.invalidations += 1
-            except OSError as exc:
-                # ENOENT: the kernel had no such entry or inode cached; nothing to forget.
-                if exc.errno != errno.ENOENT:
-                    self._stats.invalidation_errors += 1
-                    log.debug("invalidate %s %s %r: %s", kind, ino, name, exc)
 
 
 class MemFS(pyfuse3.Operations):
@@ -168,43 +98,73 @@ class MemFS(pyfuse3.Operations):
         self.mountpoint = Path(os.path.realpath(mountpoint))
         self.catalog = Catalog(config)
         self.stats = Stats()
-        self.invalidator = Invalidator(self.stats)
+        self.kernel = Kernel()
+        self.inodes = Inodes()
+        self.files = OpenFiles()
         self._uid, self._gid = os.getuid(), os.getgid()
         self.started_ns = time.time_ns()
-        self._ino_by_key: dict[Key, int] = {ROOT_KEY: ROOT_INODE, HERE_KEY: HERE_INODE}
-        self._key_by_ino: dict[int, Key] = {ROOT_INODE: ROOT_KEY, HERE_INODE: HERE_KEY}
-        self._lookups: Counter[int] = Counter()  # inode -> the kernel's lookup count
-        self._next_ino = FIRST_FREE_INODE
-        self._handles: dict[int, Handle] = {}  # file handle -> open file
-        self._dir_handles: dict[int, list[tuple[str, Key]]] = {}  # handle -> listing snapshot
-        self._next_fh = 1
-        self._commit_lock = trio.Lock()  # one commit at a time: history links stay ordered
+        self._listings: dict[int, list[tuple[str, Key]]] = {}  # dir handle -> snapshot
+        self._next_dh = 1
+        self._commit_lock = trio.Lock()  # one plan at a time: history names stay ordered
         self._here_cache: dict[str, tuple[float, str]] = {}  # cwd -> (expiry, slug)
-        self._pending: dict[Key, Handle] = {}  # created, not yet committed -> its handle
+        # PREAMBLE.md inode -> the one rendering it shows, for as long as the kernel holds it
+        self._snapshots: dict[int, bytes] = {}
         self.watcher: Watcher | None = None  # set by mount.py; adapter tests run without
+
+    @property
+    def invalidator(self) -> Kernel:
+        return self.kernel  # mount.py starts its task
 
     def _check(self) -> None:
         """Assert every invariant of the adapter and the core below it; tests call it after
         each step."""
-        assert all(self._ino_by_key.get(k) == i for i, k in self._key_by_ino.items())
-        assert all(self._key_by_ino.get(i) == k for k, i in self._ino_by_key.items())
-        assert all(n > 0 for n in self._lookups.values()), self._lookups
-        assert all(any(h is p for h in self._handles.values()) for p in self._pending.values())
+        self.inodes._check()
+        self.files._check()
         self.catalog._check()
+        for f in self.files:
+            assert self.inodes.key(f.ino) is not None, ("an open file with no inode", f.key)
+        for ino in self._snapshots:
+            assert self.inodes.key(ino) is not None, ("a rendering of no inode", ino)
 
-    # --- inodes ----------------------------------------------------------------------
+    # --- loading (off this thread) ----------------------------------------------------
 
-    def _ino(self, key: Key) -> int:
-        ino = self._ino_by_key.get(key)
-        if ino is None:
-            ino = self._next_ino
-            self._next_ino += 1
-            self._ino_by_key[key] = ino
-            self._key_by_ino[ino] = key
-        return ino
+    async def _listed(self) -> None:
+        if self.watcher is not None:
+            await self.watcher.listing()
+        elif not self.catalog.listed:
+            await trio.to_thread.run_sync(self.catalog.load_listing)
+
+    async def _project(self, slug: str) -> Project:
+        """``slug``'s project, loaded off this thread on first use; an empty one for a
+        canonical slug no source holds yet (SPEC 4: `here` never dangles)."""
+        project = self.catalog.loaded().get(slug)
+        if project is not None:
+            return project
+        await self._listed()
+        if self.watcher is not None:
+            project = await self.watcher.load(slug)
+        elif self.catalog.has(slug):
+            project = await trio.to_thread.run_sync(self.catalog.build, slug)
+            project = self.catalog.loaded().get(slug) or self.catalog.adopt(project)
+        if project is None:
+            project = self.catalog.empty(slug)
+        if project is None:
+            raise _err(errno.ENOENT)
+        return project
+
+    def _exists(self, key: Key) -> bool:
+        slug, path = key
+        if not path:
+            return self.catalog.has(slug) if slug else True
+        project = self.catalog.loaded().get(slug)
+        return project is not None and (
+            project.tree.leaf(path) is not None or project.tree.is_dir(path)
+        )
+
+    # --- inodes and attributes ------------------------------------------------------
 
     def _key(self, ino: int) -> Key:
-        key = self._key_by_ino.get(ino)
+        key = self.inodes.key(ino)
         if key is None:
             raise _err(errno.ENOENT)
         return key
@@ -224,76 +184,69 @@ class MemFS(pyfuse3.Operations):
 
     async def forget(self, inode_list: Sequence[tuple[int, int]]) -> None:
         for ino, n in inode_list:
-            left = self._lookups[ino] - n
-            if left > 0:
-                self._lookups[ino] = left
-                continue
-            self._lookups.pop(ino, None)
-            key = self._key_by_ino.get(ino)
-            # Keep the number while the path exists, so a path keeps its inode across walks;
-            # a vanished path's number is never handed out again.
-            if key is not None and ino > HERE_INODE and not self._exists(key):
-                del self._key_by_ino[ino]
-                if self._ino_by_key.get(key) == ino:
-                    del self._ino_by_key[key]
+            self.inodes.forget(ino, n, self._exists)
+            if self.inodes.key(ino) is None:
+                self.kernel.forgotten(ino)
+                self._snapshots.pop(ino, None)
 
-    def _exists(self, key: Key) -> bool:
+    async def _attrs_of(self, ino: int, key: Key) -> pyfuse3.EntryAttributes:
         slug, path = key
         if not path:
-            return self.catalog.has(slug) if slug else True
-        project = self.catalog.loaded().get(slug)
-        return project is not None and (
-            project.tree.leaf(path) is not None or project.tree.is_dir(path)
-        )
+            await self._listed()
+        project = await self._project(slug) if slug and path else None
+        return self._attrs(ino, key, project)
 
-    # --- attributes ------------------------------------------------------------------
-
-    def _project(self, slug: str) -> Project:
-        project = self.catalog.project(slug)
-        if project is None:
-            raise _err(errno.ENOENT)
-        if self.watcher is not None:
-            self.watcher.ensure(project)
-        return project
-
-    def _attrs(self, ino: int, key: Key, project: Project | None = None) -> pyfuse3.EntryAttributes:
-        """``project``: ``key``'s project when the caller has it already (readdir)."""
+    def _attrs(self, ino: int, key: Key, project: Project | None) -> pyfuse3.EntryAttributes:
+        """``project``: ``key``'s project, loaded (None for the root and its entries)."""
         slug, path = key
         if key == ROOT_KEY:
-            return self._dir_attrs(ino, 0o755, self.started_ns)
+            return self._dir(ino, 0o755, self.started_ns, 2 + len(self.catalog.slugs()))
         if key == HERE_KEY:
             return self._entry(ino, stat.S_IFLNK | 0o777, 0, self.started_ns, timeout=0.0)
         if not path:
-            if not self.catalog.has(slug):
+            if not self.catalog.has(slug) and not is_project_name(slug):
                 raise _err(errno.ENOENT)
-            return self._dir_attrs(ino, self._dir_mode(), self.started_ns)
-        if project is None:
-            project = self._project(slug)
+            loaded = self.catalog.loaded().get(slug)
+            subdirs = loaded.tree.subdirs("") if loaded is not None else 0
+            return self._dir(ino, self._dir_mode(), self.started_ns, 2 + subdirs)
+        assert project is not None
         leaf = project.tree.leaf(path)
         if leaf is None:
-            pending = self._pending.get(key)
-            if pending is not None and pending.stage is not None:
-                # Nothing committed yet: an empty file to all but its writer (_as_seen_by).
-                st = os.fstat(pending.stage.fd)
-                return self._entry(ino, stat.S_IFREG | pending.stage.mode, 0, st.st_mtime_ns)
-            if not project.tree.is_dir(path):
-                raise _err(errno.ENOENT)
-            if writes.in_history(path):
-                return self._dir_attrs(ino, 0o555, self.started_ns)
-            found = project.folder_stat(path)
-            if found is None:  # a folder only the merge makes: no real one to show
-                return self._dir_attrs(ino, self._dir_mode(), self.started_ns)
-            mode = found.mode if self.config.own is not None else found.mode & ~0o222
-            return self._dir_attrs(ino, mode, found.mtime_ns)
-        size = self._leaf_size(project, leaf)
-        timeout = CACHE_TIMEOUT
+            return self._folder_attrs(ino, key, project)
         if leaf.kind is Kind.PREAMBLE:
-            # Its size changes by itself when a future-dated file comes due: the kernel may
-            # keep it only until then.
+            # It changes by itself when a future-dated file comes due: the kernel may keep
+            # the entry only until then.
+            size = len(self._snapshots.get(ino) or self._preamble(project))
             due = (project.preamble_valid_until() - time.time_ns()) / 1e9
-            timeout = max(0.0, min(CACHE_TIMEOUT, due))
+            mtime = project.mtime_ns(leaf)
+            return self._entry(
+                ino, stat.S_IFREG | 0o444, size, mtime, max(0.0, min(CACHE_TIMEOUT, due))
+            )
+        assert leaf.version is not None
+        size = leaf.version.size if leaf.kind is not Kind.MEMORY else len(project.memory_index())
+        atime = leaf.version.atime_ns if leaf.version is not None and leaf.kind is Kind.FILE else 0
         mode = stat.S_IFREG | self._file_mode(leaf)
-        return self._entry(ino, mode, size, project.mtime_ns(leaf), timeout)
+        return self._entry(ino, mode, size, project.mtime_ns(leaf), atime_ns=atime)
+
+    def _folder_attrs(self, ino: int, key: Key, project: Project) -> pyfuse3.EntryAttributes:
+        path = key[1]
+        pending = self.files.pending(key)
+        if pending is not None and pending.stage is not None:
+            # Nothing committed yet: an empty file to all but its writer (_as_seen_by).
+            return self._entry(ino, stat.S_IFREG | pending.stage.mode, 0, time.time_ns())
+        if not project.tree.is_dir(path):
+            raise _err(errno.ENOENT)
+        nlink = 2 + project.tree.subdirs(path)
+        if in_history(path):
+            return self._dir(ino, 0o555, self.started_ns, nlink)
+        found = project.folder_stat(path)
+        if found is None:  # a folder only the merge makes: no real one to show
+            return self._dir(ino, self._dir_mode(), self.started_ns, nlink)
+        mode = found.mode if self.config.own is not None else found.mode & ~0o222
+        return self._dir(ino, mode, found.mtime_ns, nlink)
+
+    def _preamble(self, project: Project) -> bytes:
+        return project.preamble(f"{self.mountpoint}/{project.slug}")
 
     def _dir_mode(self) -> int:
         return 0o755 if self.config.own is not None else 0o555
@@ -308,22 +261,19 @@ class MemFS(pyfuse3.Operations):
             return 0o644
         return 0o444
 
-    def _leaf_size(self, project: Project, leaf: Leaf) -> int:
-        if leaf.kind is Kind.PREAMBLE:
-            return len(project.preamble(self._files_at(project.slug)))
-        if leaf.kind is Kind.MEMORY:
-            return len(project.memory_index())
-        assert leaf.version is not None
-        return leaf.version.size
-
-    def _files_at(self, slug: str) -> str:
-        return f"{self.mountpoint}/{slug}"
-
-    def _dir_attrs(self, ino: int, mode: int, mtime_ns: int) -> pyfuse3.EntryAttributes:
-        return self._entry(ino, stat.S_IFDIR | mode, 0, mtime_ns)
+    def _dir(self, ino: int, mode: int, mtime_ns: int, nlink: int) -> pyfuse3.EntryAttributes:
+        e = self._entry(ino, stat.S_IFDIR | mode, 0, mtime_ns)
+        e.st_nlink = nlink  # 2 plus its subfolders, as on a local filesystem (SPEC 7.6)
+        return e
 
     def _entry(
-        self, ino: int, mode: int, size: int, mtime_ns: int, timeout: float = CACHE_TIMEOUT
+        self,
+        ino: int,
+        mode: int,
+        size: int,
+        mtime_ns: int,
+        timeout: float = CACHE_TIMEOUT,
+        atime_ns: int = 0,
     ) -> pyfuse3.EntryAttributes:
         e = pyfuse3.EntryAttributes()
         e.st_ino = ino
@@ -331,20 +281,35 @@ class MemFS(pyfuse3.Operations):
         e.entry_timeout = timeout
         e.attr_timeout = timeout
         e.st_mode = mode
-        e.st_nlink = 2 if stat.S_ISDIR(mode) else 1
+        e.st_nlink = 1
         e.st_uid = self._uid
         e.st_gid = self._gid
         e.st_rdev = 0
         e.st_size = size
         e.st_blksize = 4096
         e.st_blocks = (size + 511) // 512
-        e.st_atime_ns = e.st_mtime_ns = e.st_ctime_ns = mtime_ns
+        e.st_mtime_ns = e.st_ctime_ns = mtime_ns
+        e.st_atime_ns = atime_ns or mtime_ns
         return e
+
+    def _as_seen_by(
+        self, attrs: pyfuse3.EntryAttributes, ctx: pyfuse3.RequestContext
+    ) -> pyfuse3.EntryAttributes:
+        """While a file is being written, its writer sees its own size, everyone else the
+        committed file's (SPEC 7.1), and the kernel must ask again each time."""
+        if self.files.writers_of(attrs.st_ino):
+            size = self.files.own_size(attrs.st_ino, procs.tgid(ctx.pid))
+            if size is not None:
+                attrs.st_size = size
+                attrs.st_blocks = (size + 511) // 512
+            attrs.attr_timeout = 0
+            attrs.entry_timeout = 0
+        return attrs
 
     def _count(self, op: str) -> None:
         self.stats.requests[op] += 1
 
-    @_oserror_to_fuse
+    @_handler
     async def lookup(
         self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext
     ) -> pyfuse3.EntryAttributes:
@@ -355,35 +320,60 @@ class MemFS(pyfuse3.Operations):
             key = _parent_key(self._key(parent_inode))
         else:
             key = self._child_key(parent_inode, name)
+        if parent_inode == ROOT_INODE:
+            await self._listed()
         # Attributes first: a name that does not exist must not take an inode number
         # (editors and desktops probe many such names).
-        attrs = self._attrs(0, key)
-        attrs.st_ino = self._ino(key)
-        self._lookups[attrs.st_ino] += 1
+        attrs = await self._attrs_of(0, key)
+        attrs.st_ino = self._number(key)
+        self.inodes.looked_up(attrs.st_ino)
         return self._as_seen_by(attrs, ctx)
 
-    @_oserror_to_fuse
+    def _number(self, key: Key) -> int:
+        """The inode number of ``key``, when the kernel looks it up.
+
+        PREAMBLE.md gets a new number for each rendering that differs from the last: an
+        inode shows one rendering for ever (`_snapshots`), so no page the kernel caches,
+        nor the size it holds, can mix two of them, and PREAMBLE.md is served like a plain
+        file (its real size, the page cache, mmap). A change of the project only makes the
+        kernel look the name up again (`_publish`); what is open keeps its rendering.
+        """
+        if key[1] != PREAMBLE:
+            return self.inodes.number(key)
+        project = self.catalog.loaded().get(key[0]) or self.catalog.empty(key[0])
+        assert project is not None
+        data = self._preamble(project)
+        ino = self.inodes.known(key)
+        if ino is not None and self._snapshots.get(ino, data) != data:
+            self.inodes.detach(key)
+            if self.inodes.key(ino) is None:  # the kernel held none of it
+                del self._snapshots[ino]
+        ino = self.inodes.number(key)
+        self._snapshots.setdefault(ino, data)
+        return ino
+
+    @_handler
     async def getattr(self, inode: int, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
         self._count("getattr")
-        return self._as_seen_by(self._attrs(inode, self._key(inode)), ctx)
+        key = self._key(inode)
+        if self.inodes.detached(inode) and inode not in self._snapshots:
+            return self._detached_attrs(inode)
+        return self._as_seen_by(await self._attrs_of(inode, key), ctx)
 
-    def _as_seen_by(
-        self, attrs: pyfuse3.EntryAttributes, ctx: pyfuse3.RequestContext
-    ) -> pyfuse3.EntryAttributes:
-        """While a file is being written, its writer sees its own size, everyone else the
-        committed file's (SPEC 7.1), and the kernel must ask again each time."""
-        staged = [h for h in self._handles.values() if h.ino == attrs.st_ino and h.stage]
-        if staged:
-            me = procs.tgid(ctx.pid)
-            mine = next((h for h in staged if h.pid == me), None)
-            if mine is not None and mine.stage is not None:
-                attrs.st_size = mine.stage.size()
-                attrs.st_blocks = (attrs.st_size + 511) // 512
-            attrs.attr_timeout = 0
-            attrs.entry_timeout = 0
+    def _detached_attrs(self, ino: int) -> pyfuse3.EntryAttributes:
+        """A file unlinked or replaced while open: what its open descriptors see (SPEC 7.6)."""
+        opened = self.files.of_inode(ino)
+        if not opened:
+            raise _err(errno.ENOENT)
+        f = next((o for o in opened if o.stage is not None), opened[0])
+        mode = f.stage.mode if f.stage is not None else 0o644
+        if f.version is not None and f.stage is None:
+            mode = f.version.mode
+        attrs = self._entry(ino, stat.S_IFREG | mode, f.size(), time.time_ns(), timeout=0.0)
+        attrs.st_nlink = 0
         return attrs
 
-    @_oserror_to_fuse
+    @_handler
     async def readlink(self, inode: int, ctx: pyfuse3.RequestContext) -> bytes:
         self._count("readlink")
         if inode != HERE_INODE:
@@ -417,238 +407,165 @@ class MemFS(pyfuse3.Operations):
 
     # --- listing ---------------------------------------------------------------------
 
-    @_oserror_to_fuse
+    @_handler
     async def opendir(self, inode: int, ctx: pyfuse3.RequestContext) -> int:
         self._count("opendir")
         slug, path = self._key(inode)
         if inode == ROOT_INODE:
+            await self._listed()
             entries = [(HERE, HERE_KEY), *((s, (s, "")) for s in self.catalog.slugs())]
         else:
-            project = self._project(slug)
+            project = await self._project(slug)
             children = project.tree.children(path)
             if children is None:
                 raise _err(errno.ENOTDIR if project.tree.leaf(path) else errno.ENOENT)
             prefix = f"{path}/" if path else ""
             names = set(children)
-            names.update(
-                p[len(prefix) :]
-                for s_, p in self._pending
-                if s_ == slug and p.startswith(prefix) and "/" not in p[len(prefix) :]
-            )
+            names.update(self.files.pending_names(slug, path))
             entries = [(name, (slug, prefix + name)) for name in sorted(names)]
         # A snapshot per handle: cookies are positions in it, so a folder changing
         # mid-listing neither skips nor repeats an entry.
-        fh = self._new_fh()
-        self._dir_handles[fh] = entries
-        return fh
+        dh = self._next_dh
+        self._next_dh += 1
+        self._listings[dh] = entries
+        return dh
 
-    @_oserror_to_fuse
+    @_handler
     async def readdir(self, fh: int, start_id: int, token: pyfuse3.ReaddirToken) -> None:
         self._count("readdir")
-        entries = self._dir_handles.get(fh, [])
+        entries = self._listings.get(fh, [])
         project: Project | None = None  # the entries of a project folder share its project
         for pos in range(start_id, len(entries)):
             name, key = entries[pos]
+            in_project = bool(key[0] and key[1])  # not an entry of the root
+            if in_project and project is None:
+                project = await self._project(key[0])
             try:
-                in_project = bool(key[0] and key[1])  # not an entry of the root
-                if in_project and project is None:
-                    project = self._project(key[0])
                 attrs = self._attrs(0, key, project if in_project else None)
             except pyfuse3.FUSEError:
                 continue  # vanished since opendir
-            attrs.st_ino = self._ino(key)
+            attrs.st_ino = self._number(key)
+            if key[1] == PREAMBLE:
+                attrs.st_size = len(self._snapshots[attrs.st_ino])
             if not pyfuse3.readdir_reply(token, os.fsencode(name), attrs, pos + 1):
                 return
-            self._lookups[attrs.st_ino] += 1  # every accepted entry counts as a lookup
+            self.inodes.looked_up(attrs.st_ino)  # every accepted entry counts as a lookup
 
     async def releasedir(self, fh: int) -> None:
-        self._dir_handles.pop(fh, None)
-
-    def _new_fh(self) -> int:
-        fh = self._next_fh
-        self._next_fh += 1
-        return fh
+        self._listings.pop(fh, None)
 
     # --- reading ---------------------------------------------------------------------
 
-    @_oserror_to_fuse
+    @_handler
     async def open(self, inode: int, flags: int, ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
         self._count("open")
         key = self._key(inode)
         slug, path = key
         if not path or key == HERE_KEY:
             raise _err(errno.EISDIR if key != HERE_KEY else errno.ELOOP)
-        project = self._project(slug)
+        project = await self._project(slug)
         leaf = project.tree.leaf(path)
-        if leaf is None and key in self._pending:
-            return await self._open_pending(inode, key, flags, procs.tgid(ctx.pid))
+        writing = bool(flags & (os.O_WRONLY | os.O_RDWR))
+        f = OpenFile(inode, key, append=bool(flags & os.O_APPEND))
+        if writing:
+            f.writer, f.pid = True, procs.tgid(ctx.pid)
         if leaf is None:
-            raise _err(errno.EISDIR if project.tree.is_dir(path) else errno.ENOENT)
-        if flags & (os.O_WRONLY | os.O_RDWR):
-            pid = procs.tgid(ctx.pid)
-            return await self._open_for_write(inode, key, project, leaf, flags, pid)
-        handle = Handle(inode, key, leaf)
+            if self.files.pending(key) is None:
+                raise _err(errno.EISDIR if project.tree.is_dir(path) else errno.ENOENT)
+            # Created by another open and not committed yet: still empty to everyone else.
+            f.data = b""
+            if writing:
+                f.unsaved = f.keeps_history = True
+                await self._stage_empty(f, staging.FILE_MODE)
+            return pyfuse3.FileInfo(fh=self.files.add(f), direct_io=True)
+        if writing:
+            return await self._open_for_write(f, project, leaf, flags)
+        return self._open_for_read(f, project, leaf)
+
+    def _open_for_read(self, f: OpenFile, project: Project, leaf: Leaf) -> pyfuse3.FileInfo:
+        """One version per open, and the page cache only where it holds that version
+        (kernel.py states the rule)."""
+        token: object
         if leaf.kind is Kind.PREAMBLE:
-            handle.data = project.preamble(self._files_at(slug))
-            fh = self._add_handle(handle)
-            # One snapshot per open, read whole: direct I/O keeps the page cache (and the
-            # kernel's idea of the size, which may be older) out of its way. st_size stays
-            # real for stat; mmap of PREAMBLE.md is not supported.
-            return pyfuse3.FileInfo(fh=fh, direct_io=True, keep_cache=False)
-        if leaf.kind is Kind.MEMORY:
-            handle.data = project.memory_index()
-        if self._stage_of_inode(inode) is not None:
-            # Being written: the page cache and the kernel's size follow the writer; this
-            # reader must get the old whole file, straight from memfs (SPEC 7.1).
-            return pyfuse3.FileInfo(fh=self._add_handle(handle), direct_io=True)
-        return pyfuse3.FileInfo(fh=self._add_handle(handle), keep_cache=True)
+            f.data = self._preamble(project)
+            # This inode shows one rendering, ever (see _number): its pages are that one's.
+            # A newer rendering reached through it (the kernel has not looked the name up
+            # again yet) is read past them, whole.
+            keep = self._snapshots.get(f.ino) == f.data
+            return pyfuse3.FileInfo(fh=self.files.add(f), keep_cache=keep, direct_io=not keep)
+        elif leaf.kind is Kind.MEMORY:
+            f.data = project.memory_index()
+            token = ("memory", len(f.data), hash(f.data))
+        else:
+            v = f.version = leaf.version
+            assert v is not None
+            token = (v.origin, v.path, v.size, v.mtime_ns)
+        served = None if self.files.writers_of(f.ino) else self.kernel.open(f.ino, token)
+        # Not what the kernel holds: pin the version now, and check it is the one the view
+        # reports (a change inotify has not told yet).
+        if served is not True and f.data is None and not self._pin(f, project):
+            if served is not None:
+                self.kernel.closed(f.ino)
+            served = None
+        f.token = token if served is not None else None
+        fh = self.files.add(f)
+        # Direct I/O: every read comes from this open's version, and is not capped by a
+        # size the kernel may hold from another.
+        return pyfuse3.FileInfo(fh=fh, direct_io=served is None, keep_cache=served is True)
 
-    async def _open_pending(self, inode: int, key: Key, flags: int, pid: int) -> pyfuse3.FileInfo:
-        """Open a name another open created and has not committed: it is still empty.
+    def _pin(self, f: OpenFile, project: Project) -> bool:
+        """Open the version ``f`` reads; False when the disk holds another one by now (it is
+        served whole, and the watcher reads the change)."""
+        v = f.version
+        assert v is not None
+        f.fd = project.open_fd(v)
+        st = os.fstat(f.fd)
+        if (st.st_size, st.st_mtime_ns) == (v.size, v.mtime_ns):
+            return True
+        if self.watcher is not None:
+            self.watcher.recheck(project, v.origin, v.path)
+        return False
 
-        Its writer's bytes so far are a part of a file; nobody else sees them (SPEC 7.1).
-        """
-        if not flags & (os.O_WRONLY | os.O_RDWR):
-            handle = Handle(inode, key, None, data=b"")
-            return pyfuse3.FileInfo(fh=self._add_handle(handle), direct_io=True)
-        place = self._writable(key)
-        name = parent_of(key[1])[1]
-        stage = await trio.to_thread.run_sync(
-            lambda: staging.Stage(place, name, initial_fd=None, mode=staging.FILE_MODE)
-        )
-        handle = Handle(inode, key, None, stage=stage, unsaved=True, keeps_history=True, pid=pid)
-        handle.append = bool(flags & os.O_APPEND)
-        return pyfuse3.FileInfo(fh=self._add_handle(handle), direct_io=True)
-
-    def _add_handle(self, handle: Handle) -> int:
-        fh = self._new_fh()
-        self._handles[fh] = handle
-        return fh
-
-    @_oserror_to_fuse
+    @_handler
     async def read(self, fh: int, off: int, size: int) -> bytes:
         self._count("read")
-        handle = self._handles[fh]
-        if handle.stage is not None:
-            return handle.stage.read(off, size)
-        if handle.data is not None:
-            return handle.data[off : off + size]
-        if handle.fd < 0:
-            project = self._project(handle.key[0])
-            assert handle.leaf is not None
-            assert handle.leaf.version is not None
-            handle.fd = project.open_fd(handle.leaf.version)
-        return os.pread(handle.fd, size, off)
-
-    @_oserror_to_fuse
-    async def flush(self, fh: int) -> None:
-        self._count("flush")
-        handle = self._handles.get(fh)
-        if handle is None or handle.stage is None or self._writer_killed(handle):
-            return
-        if handle.stage.dirty:
-            await self._commit(handle)
-        elif handle.unsaved and not procs.holds(handle.pid, self._mount_path(handle.key)):
-            # The last descriptor of a bare create or truncation closes: commit now, so a
-            # read right after close() sees it (a shell's dup of the descriptor closes
-            # first and must not commit the empty in-between file).
-            await self._commit(handle, force=True)
-
-    def _writer_killed(self, handle: Handle) -> bool:
-        """A writer killed mid-write (its files are closed for it) commits nothing."""
-        if handle.pid and procs.killed_by_signal(handle.pid):
-            handle.discard = True
-            log.info("writer %d of %s was killed: its bytes are dropped", handle.pid, handle.key)
-        return handle.discard
-
-    def _mount_path(self, key: Key) -> str:
-        slug, path = key
-        return f"{self.mountpoint}/{slug}/{path}"
-
-    @_oserror_to_fuse
-    async def fsync(self, fh: int, datasync: bool) -> None:
-        self._count("fsync")
-        handle = self._handles.get(fh)
-        if handle is not None and handle.stage is not None:
-            # Asked for durability: even a bare new or truncated file is committed now.
-            await self._commit(handle, force=handle.unsaved)
-
-    async def release(self, fh: int) -> None:
-        self._count("release")
-        handle = self._handles.pop(fh, None)
-        if handle is None:
-            return
-        if handle.fd >= 0:
-            os.close(handle.fd)
-        if handle.stage is not None:
-            if handle.unsaved and not self._writer_killed(handle):
-                try:
-                    await self._commit(handle, force=True)
-                except (OSError, pyfuse3.FUSEError) as exc:
-                    log.warning("committing %s at release failed: %s", handle.key, exc)
-            if self._pending.get(handle.key) is handle:
-                del self._pending[handle.key]
-            # A handle released without a successful flush (its commit failed) is dropped:
-            # the target stays as it was.
-            handle.stage.abort()
-
-    # --- status ----------------------------------------------------------------------
-
-    def status(self) -> dict[str, Any]:
-        projects = self.catalog.loaded()
-        left_out = [
-            {"project": slug, "source": src, "path": path, "why": why}
-            for slug, p in projects.items()
-            for src, path, why in p.counts.left_out
-        ]
-        return {
-            "mountpoint": str(self.mountpoint),
-            "pid": os.getpid(),
-            "sources": [
-                {"name": s.name, "path": s.template, "own": s.own} for s in self.config.sources
-            ],
-            "projects_listed": len(self.catalog.slugs()),
-            "projects_loaded": len(projects),
-            "files": sum(len(p.tree) for p in projects.values()),
-            "left_out": left_out,
-            "requests": dict(self.stats.requests),
-            "requests_total": sum(self.stats.requests.values()),
-            "invalidations": self.stats.invalidations,
-            "invalidation_errors": self.stats.invalidation_errors,
-            "commits": self.stats.commits,
-            "stale_swept": self.stats.stale_swept,
-            "stale_removed": self.stats.stale_removed,
-            "inodes": len(self._key_by_ino),
-            "open_handles": len(self._handles),
-        }
-
-    @_oserror_to_fuse
-    async def getxattr(self, inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> bytes:
-        # Not counted: reading the counters must not change them.
-        if inode == ROOT_INODE and name == STATUS_XATTR:
-            return json.dumps(self.status(), sort_keys=True).encode()
-        raise _err(errno.ENODATA)
-
-    async def listxattr(self, inode: int, ctx: pyfuse3.RequestContext) -> list[bytes]:
-        return [STATUS_XATTR] if inode == ROOT_INODE else []
-
-    async def statfs(self, ctx: pyfuse3.RequestContext) -> pyfuse3.StatvfsData:
-        self._count("statfs")
-        own = self.config.own or self.config.sources[0]
-        data = pyfuse3.StatvfsData()
-        try:
-            st = os.statvfs(own.root)
-        except OSError:
-            st = os.statvfs("/")
-        for attr in ("f_bsize", "f_frsize", "f_blocks", "f_bfree", "f_bavail"):
-            setattr(data, attr, getattr(st, attr))
-        data.f_files = st.f_files
-        data.f_ffree = st.f_ffree
-        data.f_favail = st.f_favail
-        data.f_namemax = sources.NAME_MAX
-        return data
+        f = self.files.get(fh)
+        if f is None:
+            raise _err(errno.EBADF)
+        if f.stage is not None:
+            return f.stage.read(off, size)
+        if f.data is not None:
+            return f.data[off : off + size]
+        if f.fd < 0:
+            # Served from the page cache until now, which holds this version: pin it.
+            self._pin(f, await self._project(f.key[0]))
+        return os.pread(f.fd, size, off)
 
     # --- writing ---------------------------------------------------------------------
+
+    async def _open_for_write(
+        self, f: OpenFile, project: Project, leaf: Leaf, flags: int
+    ) -> pyfuse3.FileInfo:
+        self._writable(f.key)
+        if leaf.kind not in (Kind.FILE, Kind.MEMORY):
+            raise _err(errno.EACCES)
+        f.version = leaf.version
+        f.keeps_history = True
+        if leaf.kind is Kind.MEMORY:
+            # Editing the union starts from what the reader saw: the union becomes the own
+            # source's MEMORY.md, so no topic linked elsewhere is lost.
+            f.data = project.memory_index()
+        if flags & os.O_TRUNC:
+            mode = leaf.version.mode if leaf.kind is Kind.FILE and leaf.version else 0o644
+            await self._stage_empty(f, mode or staging.FILE_MODE)
+            # `> file` empties the file even if nothing is written; a shell closes a dup of
+            # the descriptor (a flush) before writing, so the bare truncation commits only
+            # at release, and readers never see the empty in-between file.
+            f.unsaved = True
+        # Otherwise the stage (a copy of the head) is made at the first write or truncate:
+        # an editor opening read-write, or `touch`, copies nothing and leaves no temp file.
+        # Direct I/O: the writer's bytes stay out of the page cache other openers share.
+        return pyfuse3.FileInfo(fh=self.files.add(f), direct_io=True)
 
     def _writable(self, key: Key) -> staging.Place:
         """The own folder holding ``key``'s parent, or the errno SPEC 7.4 names."""
@@ -656,51 +573,45 @@ class MemFS(pyfuse3.Operations):
             raise _err(errno.EACCES)
         return writes.target_folder(self.catalog, *key)
 
-    def _stage_of_inode(self, inode: int) -> Handle | None:
-        for handle in self._handles.values():
-            if handle.ino == inode and handle.stage is not None:
-                return handle
-        return None
+    async def _stage_empty(self, f: OpenFile, mode: int) -> None:
+        """An empty stage for ``f`` (made in a worker: it may create the own folders)."""
+        place, name = self._writable(f.key), parent_of(f.key[1])[1]
+        f.stage = await trio.to_thread.run_sync(
+            lambda: staging.Stage(place, name, initial_fd=None, mode=mode)
+        )
+        f.data = None
 
-    async def _open_for_write(
-        self, inode: int, key: Key, project: Project, leaf: Leaf, flags: int, pid: int
-    ) -> pyfuse3.FileInfo:
-        place = self._writable(key)
-        if leaf.kind not in (Kind.FILE, Kind.MEMORY):
-            raise _err(errno.EACCES)
-        _, name = parent_of(key[1])
-        handle = Handle(inode, key, leaf, keeps_history=True, pid=pid)
-        if leaf.kind is Kind.MEMORY:
-            handle.data = project.memory_index()  # what a read on this handle sees
-        if flags & os.O_TRUNC:
-            head = self._head_fd(project, leaf)
+    async def _stage_copy(self, f: OpenFile) -> None:
+        """The first change through a write handle: stage a copy of the head it opened."""
+        if f.version is None:
+            raise _err(errno.EBADF)
+        project = await self._project(f.key[0])
+        place, name = self._writable(f.key), parent_of(f.key[1])[1]
+        union = f.data
+        v = f.version
+        mode = v.mode if union is None else staging.FILE_MODE
+
+        def stage() -> staging.Stage:
+            new = staging.Stage(place, name, initial_fd=None, mode=mode or staging.FILE_MODE)
             try:
-                # Nothing to copy: an empty temp file is a few quick syscalls, cheaper than
-                # a hop to a worker thread.
-                handle.stage = staging.Stage(
-                    place, name, initial_fd=None, mode=_mode_of(head, leaf)
-                )
-            finally:
-                os.close(head)
-        # Otherwise the stage (a copy of the head) is made at the first write or truncate:
-        # an editor opening read-write, or `touch`, copies nothing and leaves no temp file.
-        # `> file` empties the file even if nothing is written; but a shell closes a dup of
-        # the descriptor (a flush) before writing, so the bare truncation is committed only
-        # at release, and readers never see the empty in-between file.
-        handle.unsaved = bool(flags & os.O_TRUNC)
-        handle.append = bool(flags & os.O_APPEND)
-        # Direct I/O: the writer's bytes stay out of the page cache other openers share.
-        return pyfuse3.FileInfo(fh=self._add_handle(handle), direct_io=True)
+                if union is not None:
+                    new.write(0, union)
+                else:
+                    head = project.open_fd(v)
+                    try:
+                        staging.copy_fd(head, new.fd)
+                    finally:
+                        os.close(head)
+                new.dirty = False
+            except BaseException:
+                new.abort()
+                raise
+            return new
 
-    def _head_fd(self, project: Project, leaf: Leaf) -> int:
-        if leaf.kind is Kind.MEMORY:
-            # Editing the union starts from what the reader saw: the union becomes the own
-            # source's MEMORY.md, so no topic linked elsewhere is lost.
-            return _memory_fd(project.memory_index())
-        assert leaf.version is not None
-        return project.open_fd(leaf.version)
+        f.stage = await trio.to_thread.run_sync(stage)
+        f.data = None  # reads now see the writer's own bytes
 
-    @_oserror_to_fuse
+    @_handler
     async def create(
         self, parent_inode: int, name: bytes, mode: int, flags: int, ctx: pyfuse3.RequestContext
     ) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
@@ -708,87 +619,133 @@ class MemFS(pyfuse3.Operations):
         key = self._child_key(parent_inode, name)
         if parent_inode == ROOT_INODE:
             raise _err(errno.EACCES)  # the root holds projects only
-        place = self._writable(key)
-        project = self._project(key[0])
+        self._writable(key)
+        project = await self._project(key[0])
         if project.tree.is_dir(key[1]):
             raise _err(errno.EISDIR)
-        text = parent_of(key[1])[1]
-        file_mode = stat.S_IMODE(mode) & ~ctx.umask or staging.FILE_MODE
-        # An empty temp file: quick syscalls, no thread hop (see _open_for_write).
-        stage = staging.Stage(place, text, initial_fd=None, mode=file_mode)
-        ino = self._ino(key)
-        pid = procs.tgid(ctx.pid)
-        handle = Handle(ino, key, None, stage=stage, unsaved=True, keeps_history=True, pid=pid)
-        handle.append = bool(flags & os.O_APPEND)
-        fh = self._add_handle(handle)
+        if flags & os.O_EXCL and (project.tree.leaf(key[1]) or self.files.pending(key)):
+            raise _err(errno.EEXIST)
+        ino = self.inodes.number(key)
+        f = OpenFile(
+            ino, key, writer=True, pid=procs.tgid(ctx.pid), append=bool(flags & os.O_APPEND)
+        )
+        f.unsaved = f.keeps_history = True
+        await self._stage_empty(f, writes.new_mode(mode, ctx.umask))
+        fh = self.files.add(f)
         # Not committed yet: one write costs one commit. Until then the name is pending:
         # memfs answers for it from the stage, so lookups, stat and listings still see it.
-        self._pending[key] = handle
-        attrs = self._as_seen_by(self._attrs(ino, key), ctx)
-        self._lookups[ino] += 1
+        self.files.set_pending(f)
+        attrs = self._as_seen_by(self._attrs(ino, key, project), ctx)
+        self.inodes.looked_up(ino)
         return pyfuse3.FileInfo(fh=fh, direct_io=True), attrs
 
-    @_oserror_to_fuse
+    @_handler
     async def write(self, fh: int, off: int, buf: bytes) -> int:
         self._count("write")
-        handle = self._handles[fh]
-        if handle.stage is None:
-            await self._stage_lazily(handle)
-        assert handle.stage is not None
-        if handle.append:
+        f = self.files.get(fh)
+        if f is None or not f.writer:
+            raise _err(errno.EBADF)
+        if f.stage is None:
+            await self._stage_copy(f)
+        assert f.stage is not None
+        if f.append:
             # The kernel's offset comes from its idea of the size, which other callers' stat
             # set to the committed file's: an append goes to the end of the writer's bytes.
-            off = handle.stage.size()
-        return handle.stage.write(off, buf)
+            off = f.stage.size()
+        return self._failing(f, lambda s: s.write(off, buf), off + len(buf))
 
-    async def _stage_lazily(self, handle: Handle) -> None:
-        """The first change through a write handle: stage a copy of the head it opened."""
-        if handle.leaf is None or handle.key in self._pending:
-            raise _err(errno.EBADF)
-        project = self._project(handle.key[0])
-        place = self._writable(handle.key)
-        name = parent_of(handle.key[1])[1]
-        leaf = handle.leaf
-        head = self._head_fd(project, leaf)
+    def _failing(self, f: OpenFile, change: Callable[[staging.Stage], R], size: int) -> R:
+        """A change of ``f``'s stage; one that fails leaves the stage uncommittable
+        (SPEC 7.1: a full disk never turns a rewrite into an empty file)."""
+        assert f.stage is not None
         try:
-            mode = _mode_of(head, leaf)
-            handle.stage = await trio.to_thread.run_sync(
-                lambda: staging.Stage(place, name, initial_fd=head, mode=mode)
-            )
-        finally:
-            os.close(head)
-        handle.data = None  # reads now see the writer's own bytes
+            writes.check_size(self.config, size)
+            return change(f.stage)
+        except writes.Refused as exc:
+            f.failed = f.failed or exc.errno
+            raise
+        except OSError as exc:
+            f.failed = f.failed or exc.errno or errno.EIO
+            raise
 
-    async def _commit(self, handle: Handle, *, force: bool = False) -> None:
+    @_handler
+    async def flush(self, fh: int) -> None:
+        self._count("flush")
+        f = self.files.get(fh)
+        if f is None or not f.writer or self._writer_killed(f):
+            return
+        if f.failed:
+            raise _err(f.failed)  # close() returns it; the file stays as it was
+        if f.stage is not None and f.stage.dirty:
+            await self._commit(f)
+        elif f.unsaved and not procs.holds(f.pid, self._mount_path(f.key)):
+            # The last descriptor of a bare create or truncation closes: commit now, so a
+            # read right after close() sees it (a shell's dup of the descriptor closes
+            # first and must not commit the empty in-between file).
+            await self._commit(f)
+
+    def _writer_killed(self, f: OpenFile) -> bool:
+        """A writer killed mid-write (its files are closed for it) commits nothing."""
+        if f.pid and not f.discard and procs.killed_by_signal(f.pid):
+            f.discard = True
+            log.info("writer %d of %s was killed: its bytes are dropped", f.pid, f.key)
+        return f.discard
+
+    def _mount_path(self, key: Key) -> str:
+        return f"{self.mountpoint}/{key[0]}/{key[1]}"
+
+    @_handler
+    async def fsync(self, fh: int, datasync: bool) -> None:
+        self._count("fsync")
+        f = self.files.get(fh)
+        if f is not None and f.writer and f.stage is not None:
+            if f.failed:
+                raise _err(f.failed)
+            if f.stage.dirty or f.unsaved:
+                # Asked for durability: even a bare new or truncated file is committed now.
+                await self._commit(f)
+
+    async def _commit(self, f: OpenFile) -> None:
         """flush/fsync: make the staged bytes the target, atomically (SPEC 7.1)."""
-        stage = handle.stage
+        stage = f.stage
         assert stage is not None
-        if handle.discard:
+        if f.discard or f.failed:
             return
-        if force:
-            stage.dirty = True
-        if not stage.dirty:
-            return
-        slug, path = handle.key
-        keep = self._keep(slug, path) if handle.keeps_history else None
-        async with self._commit_lock:
-            await trio.to_thread.run_sync(lambda: stage.commit(keep))
-        handle.keeps_history = False
-        handle.unsaved = False
-        if self._pending.get(handle.key) is handle:
-            del self._pending[handle.key]
+        stage.dirty = True
+        project = await self._project(f.key[0])
+        plan = self._planner(project).commit(stage, f.key[1], keep=f.keeps_history)
+        await self._run(project, plan)
+        f.keeps_history = f.unsaved = False
+        self.files.settled(f)
         self.stats.commits += 1
-        project = self._project(slug)
-        self._sync_own(project, path)
-        self._sync_kept(project, path, stage.kept)
-        self._publish(project)
 
-    def _keep(self, slug: str, path: str) -> staging.Keep | None:
-        return writes.keep_for(self.config, self.catalog, slug, path)
+    @_handler
+    async def release(self, fh: int) -> None:
+        self._count("release")
+        f = self.files.pop(fh)
+        if f is None:
+            return
+        if f.fd >= 0:
+            os.close(f.fd)
+        if f.token is not None:
+            self.kernel.closed(f.ino)
+        if f.stage is None:
+            return
+        if f.unsaved and not f.failed and not self._writer_killed(f):
+            try:
+                await self._commit(f)
+            except (OSError, pyfuse3.FUSEError) as exc:
+                log.warning("committing %s at release failed: %s", f.key, exc)
+        # A handle released without a successful commit is dropped: the target stays as
+        # it was (the temp file goes in a worker: unlinking is the disk's business).
+        if f.stage.temp:
+            await trio.to_thread.run_sync(f.stage.abort)
+        else:
+            f.stage.abort()
 
-    # --- changing names and attributes (SPEC 7.3) --------------------------------------
+    # --- changing names and attributes (SPEC 7.3, 7.6) -------------------------------
 
-    @_oserror_to_fuse
+    @_handler
     async def setattr(
         self,
         inode: int,
@@ -799,211 +756,144 @@ class MemFS(pyfuse3.Operations):
     ) -> pyfuse3.EntryAttributes:
         self._count("setattr")
         key = self._key(inode)
-        if fields.update_uid or fields.update_gid:
+        # Every file shows the mounting user: chown to what is shown changes nothing.
+        if (fields.update_uid and attr.st_uid != self._uid) or (
+            fields.update_gid and attr.st_gid != self._gid
+        ):
             raise _err(errno.EPERM)
-        slug, path = key
-        if not path:
-            raise _err(errno.EPERM)  # the root and project folders are memfs's own
-        place = self._writable(key)
         mode = attr.st_mode if fields.update_mode else None
         size = attr.st_size if fields.update_size else None
-        times = self._times(attr, fields)
-        handle = self._handles.get(fh) if fh is not None else self._pending.get(key)
-        project = self._project(slug)
-        if handle is not None and handle.stage is None and handle.pid and size is not None:
-            await self._stage_lazily(handle)  # ftruncate on a handle not written yet
-        if handle is not None and handle.stage is not None:
-            self._stage_attrs(handle.stage, mode, size, times)
-            attrs = self._attrs(inode, key)
-            attrs.st_size = handle.stage.size()
-            return attrs
-        if project.tree.is_dir(path):
-            await self._dir_attrs_change(project, path, mode, times, size)
-        else:
-            await self._file_attrs_change(project, key, place, mode, size, times)
-        self._publish(project)
-        return self._attrs(inode, key)
+        asked = fields.update_atime or fields.update_mtime
+        f = self.files.get(fh) if fh is not None else self.files.pending(key)
+        if f is not None and f.writer and (f.stage is not None or size is not None):
+            return await self._stage_attrs(f, attr, fields, mode, size)
+        if mode is None and size is None and not asked:
+            return await self._attrs_of(inode, key)
+        if not key[1]:
+            raise _err(errno.EPERM)  # the root and project folders are memfs's own
+        self._writable(key)
+        project = await self._project(key[0])
+        times = self._times(attr, fields, project, key[1]) if asked else None
+        memory = project.memory_index() if key[1] == MEMORY else None
+        plan = self._planner(project).set_attrs(
+            key[1], mode=mode, size=size, times=times, memory=memory
+        )
+        await self._run(project, plan)
+        return self._attrs(inode, key, project)
 
-    def _times(
-        self, attr: pyfuse3.EntryAttributes, fields: pyfuse3.SetattrFields
-    ) -> tuple[int, int] | None:
-        if not (fields.update_atime or fields.update_mtime):
-            return None
-        now = time.time_ns()
-        atime = attr.st_atime_ns if fields.update_atime else now
-        mtime = attr.st_mtime_ns if fields.update_mtime else now
-        return (atime, mtime)
-
-    def _stage_attrs(
+    async def _stage_attrs(
         self,
-        stage: staging.Stage,
+        f: OpenFile,
+        attr: pyfuse3.EntryAttributes,
+        fields: pyfuse3.SetattrFields,
         mode: int | None,
         size: int | None,
-        times: tuple[int, int] | None,
-    ) -> None:
+    ) -> pyfuse3.EntryAttributes:
+        """ftruncate, fchmod, futimens on a handle being written: its stage changes."""
+        if f.stage is None:
+            await self._stage_copy(f)  # ftruncate on a handle not written yet
+        stage = f.stage
+        assert stage is not None
         if size is not None:
-            stage.truncate(size)
+            self._failing(f, lambda s: s.truncate(size), size)
         if mode is not None:
             stage.chmod(mode)
-        if times is not None:
-            os.utime(stage.fd, ns=times)
+        if fields.update_atime or fields.update_mtime:
+            st = os.fstat(stage.fd)
+            atime = attr.st_atime_ns if fields.update_atime else st.st_atime_ns
+            mtime = attr.st_mtime_ns if fields.update_mtime else st.st_mtime_ns
+            os.utime(stage.fd, ns=(atime, mtime))
             stage.dirty = True
+        attrs = self._entry(f.ino, stat.S_IFREG | stage.mode, stage.size(), time.time_ns())
+        attrs.attr_timeout = attrs.entry_timeout = 0
+        return attrs
 
-    async def _dir_attrs_change(
+    def _times(
         self,
+        attr: pyfuse3.EntryAttributes,
+        fields: pyfuse3.SetattrFields,
         project: Project,
         path: str,
-        mode: int | None,
-        times: tuple[int, int] | None,
-        size: int | None,
-    ) -> None:
-        if size is not None:
-            raise _err(errno.EISDIR)
-        own = self.own_origin(project)
-        if own not in project.dir_holders(path):
-            raise _err(errno.EPERM)  # a folder only a read-only source has
-        origin = project.origins[own]
-        folder, name = parent_of(path)
-        place = staging.Place(origin.root, (*origin.parts, *sources.split(folder)))
-        staging.set_attrs(place, name, mode=mode, times_ns=times)
+    ) -> tuple[int, int]:
+        """utimensat's pair: what is not asked for keeps its value (SPEC 7.6)."""
+        v = project.head(path)
+        old_m = v.mtime_ns if v is not None else time.time_ns()
+        old_a = (v.atime_ns or v.mtime_ns) if v is not None else old_m
+        found = project.folder_stat(path) if v is None else None
+        if found is not None:
+            old_a = found.atime_ns or found.mtime_ns
+            old_m = found.mtime_ns
+        atime = attr.st_atime_ns if fields.update_atime else old_a
+        mtime = attr.st_mtime_ns if fields.update_mtime else old_m
+        return (atime, mtime)
 
-    async def _file_attrs_change(
-        self,
-        project: Project,
-        key: Key,
-        place: staging.Place,
-        mode: int | None,
-        size: int | None,
-        times: tuple[int, int] | None,
-    ) -> None:
-        path = key[1]
-        leaf = writes.writable_leaf(project, path)
-        assert leaf.version is not None
-        own_place = writes.own_folder_of(self.config, project, leaf.version)
-        name = parent_of(path)[1]
-        if own_place is not None and leaf.kind is Kind.FILE:
-            await trio.to_thread.run_sync(
-                lambda: staging.set_attrs(own_place, name, mode=mode, times_ns=times, size=size)
-            )
-            self._sync_origin_path(project, leaf.version.origin, path)
-            return
-        # Copy-up: the head lives in a read-only source (or is the union): the own source
-        # gets a changed copy, committed atomically, and the original stays untouched.
-        initial = self._head_fd(project, leaf)
-        try:
-            stage = staging.Stage(place, name, initial_fd=initial, mode=_mode_of(initial, leaf))
-        finally:
-            os.close(initial)
-        try:
-            old_mtime = leaf.version.mtime_ns
-            self._stage_attrs(stage, mode, size, times or (old_mtime, old_mtime))
-            await trio.to_thread.run_sync(stage.commit)
-        finally:
-            stage.abort()
-        self._sync_own(project, path)
-
-    @_oserror_to_fuse
+    @_handler
     async def unlink(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
         self._count("unlink")
         key = self._child_key(parent_inode, name)
         if parent_inode == ROOT_INODE:
             raise _err(errno.EPERM)
         self._writable(key)
-        project = self._project(key[0])
-        path = key[1]
-        pending = self._pending.pop(key, None)
-        if pending is not None:
-            pending.discard = True  # a temp file unlinked while open: never lands
-            if project.tree.leaf(path) is None:
-                return
-        writes.writable_leaf(project, path)
-        await self._remove_everywhere(project, path)
-        self._publish(project)
+        project = await self._project(key[0])
+        if project.tree.leaf(key[1]) is None and self.files.pending(key) is not None:
+            # A file still being written: it never lands (its stage goes at release).
+            self._gone(key)
+            return
+        plan = self._planner(project).unlink(key[1])
+        await self._run(project, plan)
+        self._gone(key)
 
-    async def _remove_everywhere(self, project: Project, path: str) -> None:
-        """Remove the own copies of ``path``; hide the read-only ones with whiteouts."""
-        name = parent_of(path)[1]
-        keep = self._keep(project.slug, path)
-        for v in project.versions(path):
-            place = writes.own_folder_of(self.config, project, v)
-            if place is not None:
-                async with self._commit_lock:
-                    kept = await trio.to_thread.run_sync(staging.unlink, place, name, keep)
-                self._sync_origin_path(project, v.origin, path)
-                self._sync_kept(project, path, kept)
-        if project.whiteout(path):
-            self._save_whiteouts(project)
+    def _gone(self, key: Key) -> None:
+        """``key`` was unlinked: what is open on it stays usable and never commits."""
+        self.files.gone(key)
+        ino = self.inodes.detach(key)
+        if ino is not None:
+            self.kernel.inode(ino)  # its st_nlink is 0 now
 
-    def _save_whiteouts(self, project: Project) -> None:
-        state.save_whiteouts(self.config.state_dir, project.slug, project.whiteouts)
-
-    @_oserror_to_fuse
+    @_handler
     async def mkdir(
         self, parent_inode: int, name: bytes, mode: int, ctx: pyfuse3.RequestContext
     ) -> pyfuse3.EntryAttributes:
         self._count("mkdir")
         key = self._child_key(parent_inode, name)
+        wanted = writes.new_mode(mode, ctx.umask)
         if parent_inode == ROOT_INODE:
-            project = self._new_project(key[0])
+            project = await self._new_project(key[0], wanted)
         else:
-            place = self._writable(key)
-            project = self._project(key[0])
-            path = key[1]
-            if project.tree.leaf(path) is not None or project.tree.is_dir(path):
-                raise _err(errno.EEXIST)
-            own = self.own_origin(project)
-            if own in project.dir_holders(path):
-                # A whiteout hid it; the user wants it back.
-                project.set_whiteouts(w for w in project.whiteouts if w[0] != path)
-                self._save_whiteouts(project)
-            else:
-                await trio.to_thread.run_sync(
-                    staging.mkdir, place, parent_of(path)[1], stat.S_IMODE(mode) & ~ctx.umask
-                )
-                project.set_dir(own, path, present=True)
-            self._publish(project)
-        ino = self._ino(key)
-        self._lookups[ino] += 1
-        return self._attrs(ino, key)
+            self._writable(key)
+            project = await self._project(key[0])
+            await self._run(project, self._planner(project).mkdir(key[1], wanted))
+        ino = self.inodes.number(key)
+        self.inodes.looked_up(ino)
+        return self._attrs(ino, key, project if key[1] else None)
 
-    def _new_project(self, slug: str) -> Project:
+    async def _new_project(self, slug: str, mode: int) -> Project:
         """mkdir at the root: a new project in the own source, named by its canonical slug."""
         if self.config.own is None:
             raise _err(errno.EROFS)
-        if slug == HERE or not slug.startswith("-") or slugs.canonical_slug(slug) != slug:
+        if slug == HERE or not is_project_name(slug):
             raise _err(errno.EINVAL)  # only canonical slugs live at the root
+        await self._listed()
         if self.catalog.has(slug):
             raise _err(errno.EEXIST)
-        project = self.catalog.create(slug)
+        step = writes.plan_new_project(self.catalog, slug, mode)
+        async with self._commit_lock:
+            await trio.to_thread.run_sync(step.run)
+        project = self.catalog.own_folder_made(slug)
         self.publish_root(slug)
         return project
 
-    @_oserror_to_fuse
+    @_handler
     async def rmdir(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
         self._count("rmdir")
         key = self._child_key(parent_inode, name)
         if parent_inode == ROOT_INODE:
             raise _err(errno.EPERM)  # projects are removed in their sources, not here
         self._writable(key)
-        project = self._project(key[0])
-        path = key[1]
-        children = project.tree.children(path)
-        if children is None:
-            raise _err(errno.ENOTDIR if project.tree.leaf(path) else errno.ENOENT)
-        if len(children):
-            raise _err(errno.ENOTEMPTY)
-        folder, leafname = parent_of(path)
-        for i in sorted(project.dir_holders(path)):
-            origin = project.origins[i]
-            if origin.source == self.config.own_index:
-                place = staging.Place(origin.root, (*origin.parts, *sources.split(folder)))
-                await trio.to_thread.run_sync(staging.rmdir, place, leafname)
-                project.set_dir(i, path, present=False)
-        if project.whiteout(path):
-            self._save_whiteouts(project)
-        self._publish(project)
+        project = await self._project(key[0])
+        await self._run(project, self._planner(project).rmdir(key[1]))
 
-    @_oserror_to_fuse
+    @_handler
     async def rename(
         self,
         parent_inode_old: int,
@@ -1020,123 +910,42 @@ class MemFS(pyfuse3.Operations):
             raise _err(errno.EPERM)
         if src[0] != dst[0]:
             raise _err(errno.EXDEV)  # projects are separate folders
-        src_place, dst_place = self._writable(src), self._writable(dst)
-        project = self._project(src[0])
-        if src in self._pending and project.tree.leaf(src[1]) is None:
-            await self._rename_pending(project, src, dst, flags)
+        self._writable(src)
+        self._writable(dst)
+        project = await self._project(src[0])
+        if project.tree.leaf(src[1]) is None and self.files.pending(src) is not None:
+            self._rename_pending(project, src, dst, flags)
             return
-        src_path, dst_path = src[1], dst[1]
-        writes.check_rename(project, src_path, dst_path, flags)
-        if project.tree.is_dir(src_path):
-            await self._rename_dir(project, src_path, dst_path, src_place, dst_place)
-        else:
-            await self._rename_file(project, src_path, dst_path, dst_place)
-        self._move_inodes(src, dst)
-        self._publish(project)
+        memory = project.memory_index() if src[1] == MEMORY else None
+        plan = self._planner(project).rename(src[1], dst[1], flags, memory=memory)
+        await self._run(project, plan)
+        if src != dst:
+            self.inodes.move(src, dst)
+            self.files.moved(src, dst)
 
-    async def _rename_pending(self, project: Project, src: Key, dst: Key, flags: int) -> None:
+    def _rename_pending(self, project: Project, src: Key, dst: Key, flags: int) -> None:
         """Rename a file still being written: its stage will land under the new name.
 
         Nothing is committed early, so no reader sees a part of it.
         """
-        handle = self._pending[src]
-        assert handle.stage is not None
+        f = self.files.pending(src)
+        assert f is not None
+        assert f.stage is not None
         tree = project.tree
-        if flags & RENAME_NOREPLACE and (tree.leaf(dst[1]) is not None or dst in self._pending):
+        taken = tree.leaf(dst[1]) is not None or self.files.pending(dst) is not None
+        if flags & writes.RENAME_NOREPLACE and taken:
             raise _err(errno.EEXIST)
+        if flags & writes.RENAME_EXCHANGE:
+            raise _err(errno.EINVAL)
         if tree.is_dir(dst[1]):
             raise _err(errno.EISDIR)
         if parent_of(src[1])[0] != parent_of(dst[1])[0]:
             raise _err(errno.EXDEV)  # the stage lives in the source folder; mv copies
-        del self._pending[src]
-        replaced = self._pending.pop(dst, None)
-        if replaced is not None:
-            replaced.discard = True
-        handle.stage.name = parent_of(dst[1])[1]
-        handle.key = dst
-        self._pending[dst] = handle
-        self._move_inodes(src, dst)
-        handle.ino = self._ino(dst)
-
-    async def _rename_file(
-        self, project: Project, src: str, dst: str, dst_place: staging.Place
-    ) -> None:
-        if src == dst:
-            return
-        leaf = writes.writable_leaf(project, src)
-        assert leaf.version is not None
-        dst_name = parent_of(dst)[1]
-        keep = self._keep(project.slug, dst)
-        own_place = writes.own_folder_of(self.config, project, leaf.version)
-        if own_place is not None and leaf.kind is Kind.FILE:
-            src_name = parent_of(src)[1]
-            async with self._commit_lock:
-                kept = await trio.to_thread.run_sync(
-                    lambda: staging.rename(own_place, src_name, dst_place, dst_name, keep=keep)
-                )
-            self._sync_origin_path(project, leaf.version.origin, src)
-        else:
-            # Copy-up: the own source gets the head's bytes (and mtime) under the new name.
-            initial = self._head_fd(project, leaf)
-            try:
-                stage = staging.Stage(
-                    dst_place, dst_name, initial_fd=initial, mode=_mode_of(initial, leaf)
-                )
-            finally:
-                os.close(initial)
-            try:
-                stage.dirty = True
-                mtime = leaf.version.mtime_ns
-                os.utime(stage.fd, ns=(mtime, mtime))
-                async with self._commit_lock:
-                    await trio.to_thread.run_sync(lambda: stage.commit(keep))
-                kept = stage.kept
-            finally:
-                stage.abort()
-        self._sync_own(project, dst)
-        self._sync_kept(project, dst, kept)
-        # The old name must vanish: own copies went with the rename; hide the rest.
-        await self._remove_everywhere(project, src)
-
-    async def _rename_dir(
-        self,
-        project: Project,
-        src: str,
-        dst: str,
-        src_place: staging.Place,
-        dst_place: staging.Place,
-    ) -> None:
-        if src == dst:
-            return
-        own = self.own_origin(project)
-        if not writes.folder_is_own_only(self.config, project, src):
-            # Other sources hold part of it: let `mv` fall back to copy and delete, which
-            # works through memfs file by file (as on overlayfs).
-            raise _err(errno.EXDEV)
-        src_name, dst_name = parent_of(src)[1], parent_of(dst)[1]
-        await trio.to_thread.run_sync(
-            lambda: staging.rename(src_place, src_name, dst_place, dst_name)
-        )
-        project.rescan(own)
-
-    def _move_inodes(self, src: Key, dst: Key) -> None:
-        """The kernel moved its entry: the inode at ``src`` (and below) now lives at ``dst``."""
-        slug, src_path = src
-        dst_path = dst[1]
-        moved = {
-            key: ino
-            for key, ino in self._ino_by_key.items()
-            if key[0] == slug and (key[1] == src_path or key[1].startswith(src_path + "/"))
-        }
-        for key in moved:
-            del self._ino_by_key[key]
-        replaced = self._ino_by_key.pop(dst, None)
-        if replaced is not None:
-            self._key_by_ino.pop(replaced, None)
-        for (_, path), ino in moved.items():
-            new_key = (slug, dst_path + path[len(src_path) :])
-            self._ino_by_key[new_key] = ino
-            self._key_by_ino[ino] = new_key
+        self.files.gone(dst)  # a create of the same name not committed yet is replaced
+        f.stage.name = parent_of(dst[1])[1]
+        self.files.moved(src, dst)
+        self.files.set_pending(f)
+        self.inodes.move(src, dst)
 
     async def symlink(
         self, parent_inode: int, name: bytes, target: bytes, ctx: pyfuse3.RequestContext
@@ -1153,39 +962,68 @@ class MemFS(pyfuse3.Operations):
     ) -> pyfuse3.EntryAttributes:
         raise _err(errno.EPERM)
 
-    # --- keeping the view and the kernel true after a change -------------------------
+    # --- plans: one apply, then absorb, then publish ---------------------------------
+
+    def _planner(self, project: Project) -> writes.Planner:
+        return writes.Planner(self.config, self.catalog, project, self.own_origin(project))
 
     def own_origin(self, project: Project) -> int:
-        """The own source's canonical folder in ``project``, registered if new."""
+        """The own source's canonical folder in ``project``, registered (empty) if new."""
         place = self.catalog.own_place(project.slug)
         own = self.config.own_index
-        assert place is not None
-        assert own is not None
+        if place is None or own is None:
+            raise _err(errno.EROFS)
         origin = Origin(own, place.root, place.parts)
         found = project.origin_index(origin)
         if found is None:
-            found = project.add_origin(origin)
-            self.catalog.folder_added(own, project.slug)
+            found = project.add_origin(origin, sources.Scan(exists=False))
         return found
 
-    def _sync_own(self, project: Project, path: str) -> None:
-        """Re-read one path of the own folder after memfs changed it."""
-        self._sync_origin_path(project, self.own_origin(project), path)
-
-    def _sync_origin_path(self, project: Project, i: int, path: str) -> None:
-        origin = project.origins[i]
-        found = sources.stat_file(
-            origin.root, origin.parts, path, self.config.limits.max_file_bytes
+    async def _run(self, project: Project, plan: writes.Plan) -> None:
+        """Apply ``plan`` in one worker call, absorb what it found, publish; then raise the
+        error of the step that failed, if one did (the view shows the disk either way)."""
+        where = {i: staging.Where(o.root, o.parts) for i, o in plan.origins.items()}
+        reread = [(i, where[i], path) for i, path in plan.reread]
+        own = (plan.own, where[plan.own]) if plan.own is not None else None
+        rescan = None
+        if plan.rescan is not None:
+            origin = project.origins[plan.rescan]
+            rescan = staging.Where(origin.root, origin.parts)
+        apply = functools.partial(
+            staging.apply,
+            plan.steps,
+            reread,
+            own=own,
+            rescan=rescan,
+            max_bytes=self.config.limits.max_file_bytes,
         )
-        if found is None:
-            project.drop_version(i, path)
-        else:
-            project.set_version(i, found)
+        async with self._commit_lock:
+            applied = await trio.to_thread.run_sync(apply)
+        self._absorb(project, plan, applied)
+        self._publish(project)
+        if applied.error is not None:
+            raise applied.error
 
-    def _sync_kept(self, project: Project, path: str, names: list[str]) -> None:
-        """Re-read the kept versions of ``path`` a commit added or pruned: O(names)."""
-        for name in names:
-            self._sync_own(project, f"{HISTORY}/{path}/{name}")
+    def _absorb(self, project: Project, plan: writes.Plan, applied: staging.Applied) -> None:
+        """What the disk holds now, into the project (memory only)."""
+        for i, path, found in applied.found:
+            if found is None:
+                project.drop_version(i, path)
+            else:
+                project.set_version(i, found)
+        if applied.error is None:
+            if plan.whiteouts is not None:
+                project.set_whiteouts(plan.whiteouts)
+            for i, path, present in plan.dirs:
+                project.set_dir(i, path, present=present)
+        if applied.scan is not None and plan.rescan is not None:
+            project.rescan(plan.rescan, applied.scan)
+        if not self.catalog.has(project.slug) and applied.error is None:
+            # The first write into a project no source held: the own folder exists now.
+            self.catalog.own_folder_made(project.slug)
+            self.publish_root(project.slug)
+
+    # --- keeping the kernel true after a change --------------------------------------
 
     def publish_all(self) -> None:
         for project in list(self.catalog.loaded().values()):
@@ -1207,23 +1045,21 @@ class MemFS(pyfuse3.Operations):
             # daemon's connection open.
             if project.tree.leaf(path) is None and not project.tree.is_dir(path):
                 parent, name = parent_of(path)
-                parent_ino = self._ino_by_key.get((slug, parent))
+                parent_ino = self.inodes.known((slug, parent))
                 if parent_ino is not None:
-                    self.invalidator.entry(parent_ino, name)
-            ino = self._ino_by_key.get((slug, path))
+                    self.kernel.entry(parent_ino, name)
+            ino = self.inodes.known((slug, path))
             if ino is not None:
-                self._invalidate_inode(ino)
+                self.kernel.inode(ino)
         changes.clear()
-        # Derived files change with any of their inputs.
-        for derived in (PREAMBLE, MEMORY):
-            ino = self._ino_by_key.get((slug, derived))
-            if ino is not None:
-                self._invalidate_inode(ino)
-
-    def _invalidate_inode(self, ino: int) -> None:
-        # Attributes and pages: a committed version must not be read through pages of the
-        # one it replaced. Writers use direct I/O, so no writer's own pages are dropped.
-        self.invalidator.inode(ino)
+        # Derived files change with any of their inputs. PREAMBLE.md's inode never changes
+        # (see _number): the kernel looks the name up again and finds the new rendering.
+        memory = self.inodes.known((slug, MEMORY))
+        if memory is not None:
+            self.kernel.inode(memory)
+        folder = self.inodes.known((slug, ""))
+        if folder is not None and self.inodes.known((slug, PREAMBLE)) is not None:
+            self.kernel.entry(folder, PREAMBLE)
 
     # The watcher's Listener protocol.
     def project_changed(self, project: Project) -> None:
@@ -1233,25 +1069,74 @@ class MemFS(pyfuse3.Operations):
         self.publish_root(slug)
 
     def publish_root(self, slug: str) -> None:
-        """A project appeared or vanished at the root."""
-        self.invalidator.entry(ROOT_INODE, slug)
-        ino = self._ino_by_key.get((slug, ""))
-        if ino is not None:
-            self.invalidator.inode(ino)
+        """A project appeared, vanished or was loaded at the root."""
+        self.kernel.entry(ROOT_INODE, slug)
+        for ino in (self.inodes.known((slug, "")), ROOT_INODE):
+            if ino is not None:
+                self.kernel.inode(ino)
+
+    # --- status ----------------------------------------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        projects = self.catalog.loaded()
+        left_out = [
+            {"project": slug, "source": src, "path": path, "why": why}
+            for slug, p in projects.items()
+            for src, path, why in p.counts.left_out
+        ]
+        watcher = self.watcher
+        return {
+            "mountpoint": str(self.mountpoint),
+            "pid": os.getpid(),
+            "sources": [
+                {"name": s.name, "path": s.template, "own": s.own} for s in self.config.sources
+            ],
+            "projects_listed": len(self.catalog.slugs()) if self.catalog.listed else 0,
+            "projects_loaded": len(projects),
+            "files": sum(len(p.tree) for p in projects.values()),
+            "left_out": left_out,
+            "requests": dict(self.stats.requests),
+            "requests_total": sum(self.stats.requests.values()),
+            "invalidations": self.kernel.sent,
+            "invalidation_errors": self.kernel.errors,
+            "commits": self.stats.commits,
+            "loads": watcher.loads if watcher is not None else 0,
+            "stale_swept": self.stats.stale_swept,
+            "stale_removed": self.stats.stale_removed,
+            "inodes": len(self.inodes),
+            "open_handles": len(self.files),
+        }
+
+    @_handler
+    async def getxattr(self, inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> bytes:
+        # Not counted: reading the counters must not change them.
+        if inode == ROOT_INODE and name == STATUS_XATTR:
+            return json.dumps(self.status(), sort_keys=True).encode()
+        raise _err(errno.ENODATA)
+
+    async def listxattr(self, inode: int, ctx: pyfuse3.RequestContext) -> list[bytes]:
+        return [STATUS_XATTR] if inode == ROOT_INODE else []
+
+    @_handler
+    async def statfs(self, ctx: pyfuse3.RequestContext) -> pyfuse3.StatvfsData:
+        self._count("statfs")
+        own = self.config.own or self.config.sources[0]
+        st = await trio.to_thread.run_sync(_statvfs, own.root)
+        data = pyfuse3.StatvfsData()
+        for attr in ("f_bsize", "f_frsize", "f_blocks", "f_bfree", "f_bavail"):
+            setattr(data, attr, getattr(st, attr))
+        data.f_files = st.f_files
+        data.f_ffree = st.f_ffree
+        data.f_favail = st.f_favail
+        data.f_namemax = sources.NAME_MAX
+        return data
 
 
-def _memory_fd(data: bytes) -> int:
-    """A readable descriptor over bytes (memfd), to seed a stage from the MEMORY.md union."""
-    fd = os.memfd_create("memfs-memory", os.MFD_CLOEXEC)
-    os.pwrite(fd, data, 0)
-    return fd
-
-
-def _mode_of(fd: int, leaf: Leaf) -> int:
-    """The permission bits a new version inherits from the head it replaces."""
-    if leaf.kind is Kind.MEMORY:
-        return staging.FILE_MODE  # the union has no file of its own
-    return stat.S_IMODE(os.fstat(fd).st_mode) or staging.FILE_MODE
+def _statvfs(root: Path) -> os.statvfs_result:
+    try:
+        return os.statvfs(root)
+    except OSError:
+        return os.statvfs("/")
 
 
 def _parent_key(key: Key) -> Key:

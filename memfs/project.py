@@ -22,14 +22,14 @@ from typing import Any
 
 from sortedcontainers import SortedKeyList
 
-from memfs import index, preamble, sources
+from memfs import history, index, preamble, sources
 from memfs.config import Config
 from memfs.preamble import Doc
 from memfs.tree import ROOT, Tree, ancestors, parent_of
 
 log = logging.getLogger(__name__)
 
-HISTORY = ".history"
+HISTORY = history.HISTORY
 PREAMBLE = "PREAMBLE.md"
 MEMORY = "MEMORY.md"
 # Names at a project's root that memfs itself serves; a source file there is history only.
@@ -95,9 +95,7 @@ class Counts:
     left_out: list[tuple[str, str, str]] = field(default_factory=list)  # (source, path, why)
 
 
-def history_stamp(mtime_ns: int) -> str:
-    """UTC, ISO 8601 basic format: sortable and free of ':' (which breaks some sync tools)."""
-    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(mtime_ns // 1_000_000_000))
+history_stamp = history.stamp  # the name tests and older callers know
 
 
 class Project:
@@ -138,24 +136,32 @@ class Project:
 
     # --- loading and changes --------------------------------------------------------
 
-    def add_origin(self, origin: Origin) -> int:
-        """Register a source folder and scan it; returns its index."""
+    def add_origin(self, origin: Origin, scan: sources.Scan | None = None) -> int:
+        """Register a source folder and take in ``scan`` of it (None: scan it now, which
+        reads the disk: only where no request waits); returns its index. A folder known
+        already keeps what it holds."""
         for i, known in enumerate(self.origins):
             if known == origin:
-                self.rescan(i)
                 return i
         self.origins.append(origin)
         i = len(self.origins) - 1
-        self.rescan(i)
+        self.rescan(i, scan)
         return i
 
     def origin_index(self, origin: Origin) -> int | None:
         return next((i for i, o in enumerate(self.origins) if o == origin), None)
 
-    def rescan(self, i: int) -> None:
-        """Bring origin ``i`` up to date with its folder: O(files in that folder)."""
+    def scan(self, i: int) -> sources.Scan:
+        """Read origin ``i``'s folder (disk I/O: a worker thread's job while serving)."""
         origin = self.origins[i]
-        scan = sources.scan(origin.root, origin.parts, self.config.limits.max_file_bytes)
+        return sources.scan(origin.root, origin.parts, self.config.limits.max_file_bytes)
+
+    def rescan(self, i: int, scan: sources.Scan | None = None) -> None:
+        """Bring origin ``i`` up to date with ``scan`` of its folder (None: scan it now):
+        O(files in that folder), no I/O when the scan is given."""
+        origin = self.origins[i]
+        if scan is None:
+            scan = self.scan(i)
         name = self.config.sources[origin.source].name
         self.counts.left_out = [e for e in self.counts.left_out if e[0] != f"{name}:{i}"]
         for path, why in scan.left_out:
@@ -238,8 +244,9 @@ class Project:
     def _source_name(self, origin: int) -> str:
         return self.config.sources[self.origins[origin].source].name
 
-    def whiteout(self, path: str) -> list[tuple[str, str, int]]:
-        """Hide every read-only version of ``path`` (file or folder); returns new records."""
+    def whiteouts_for(self, path: str) -> list[tuple[str, str, int]]:
+        """The records that would hide every read-only version of ``path`` (file or folder)
+        and are not there yet; changes nothing (writes.py plans with it)."""
         own = self.config.own_index
         found = [(v.origin, v.mtime_ns) for v in self._versions.get(path, {}).values()]
         found += [(i, DIR_WHITEOUT) for i in self._dirs.get(path, ())]
@@ -248,10 +255,14 @@ class Project:
             if self.origins[origin].source != own:
                 key = (path, self._source_name(origin), stamp)
                 if key not in self._whiteouts:
-                    self._whiteouts.add(key)
                     added.append(key)
-        self._refresh(path)
-        self._sync_mark(path)
+        return added
+
+    def whiteout(self, path: str) -> list[tuple[str, str, int]]:
+        """Hide every read-only version of ``path`` now; returns the new records."""
+        added = self.whiteouts_for(path)
+        if added:
+            self.set_whiteouts(self._whiteouts | set(added))
         return added
 
     def set_whiteouts(self, records: Iterable[tuple[str, str, int]]) -> None:
@@ -359,12 +370,13 @@ class Project:
 
     def _history_name(self, path: str, v: Version, used: set[str]) -> str:
         source = self.config.sources[self.origins[v.origin].source].name
-        base = f"{HISTORY}/{path}/{source}@{history_stamp(v.mtime_ns)}"
-        name, n = f"{base}.md", 2
-        while name in used:  # two folders of one source, same second
-            name, n = f"{base}~{n}.md", n + 1
-        used.add(name)
-        return name
+        n = 1
+        while True:  # two folders of one source, same second: the next number
+            name = f"{HISTORY}/{path}/{history.version_name(source, v.mtime_ns, n)}"
+            if name not in used:
+                used.add(name)
+                return name
+            n += 1
 
     def _show(self, path: str, view: str, leaf: Leaf) -> bool:
         owner = self._owner.get(view)

@@ -29,7 +29,7 @@ NAME_MAX = 255
 # Deeper folders are left out: a scan must never exhaust the stack on a hostile tree.
 MAX_DEPTH = 64
 
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 
 
@@ -90,7 +90,7 @@ def open_folder(root: Path, parts: Sequence[str]) -> Iterator[int]:
         for part in parts:
             if not valid_name(part):
                 raise OSError(errno.EINVAL, f"invalid path component {part!r}")
-            child = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            child = os.open(part, DIR_FLAGS, dir_fd=fd)
             os.close(fd)
             fd = child
         yield fd
@@ -160,7 +160,7 @@ def _file_stat(path: str, st: os.stat_result) -> FileStat:
 
 def _scan_subdir(fd: int, name: str, path: str, max_bytes: int, out: Scan, depth: int) -> None:
     try:
-        child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+        child = os.open(name, DIR_FLAGS, dir_fd=fd)
     except OSError as exc:
         out.left_out.append((path, f"cannot open folder: {exc.strerror}"))
         return

@@ -1,7 +1,10 @@
 """Every write to a source folder: staged files, the atomic replace, kept history, recovery.
 
-SPEC 7. Pure core: imports neither pyfuse3 nor trio. Calls here block on the disk (fsync);
-the adapter runs them from a worker thread, one commit per target at a time.
+SPEC 7. Pure core: imports neither pyfuse3 nor trio. Calls here block on the disk (fsync,
+copies, mkdir): the adapter runs them from a worker thread. `apply` runs the steps of one
+plan (see writes.py) in a single such call, under the adapter's commit lock, and stats what
+they touched, so the adapter absorbs the result without touching the disk itself.
+Must not import: pyfuse3, trio, memfs.project, memfs.writes, memfs.fs.
 
 The contract, written once: a write is staged in a temporary file in the target's own
 folder (same filesystem, so the rename is atomic), and committed by fsync(file), rename over
@@ -18,19 +21,20 @@ import errno
 import logging
 import os
 import secrets
-import shutil
 import stat
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
-from memfs import sources
+from memfs import history, sources
+from memfs.sources import DIR_FLAGS
 
 log = logging.getLogger(__name__)
 
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 FILE_MODE = 0o644
 DIR_MODE = 0o755
+RENAME_NOREPLACE = 1  # renameat2(2)'s flag, as the kernel passes it to rename
 
 
 @dataclass(frozen=True)
@@ -61,13 +65,13 @@ def open_dir(place: Place, *, create: bool) -> int:
             if not sources.valid_name(part):
                 raise OSError(errno.EINVAL, f"invalid path component {part!r}")
             try:
-                child = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                child = os.open(part, DIR_FLAGS, dir_fd=fd)
             except FileNotFoundError:
                 if not create:
                     raise
                 with contextlib.suppress(FileExistsError):  # a concurrent writer made it
                     os.mkdir(part, DIR_MODE, dir_fd=fd)
-                child = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                child = os.open(part, DIR_FLAGS, dir_fd=fd)
             os.close(fd)
             fd = child
     except BaseException:
@@ -78,11 +82,19 @@ def open_dir(place: Place, *, create: bool) -> int:
 
 @dataclass(frozen=True)
 class Keep:
-    """Where a replaced version is kept: ``<folder>/<prefix>@<UTC>.md``, the last ``last``."""
+    """Where a replaced version is kept: ``<folder>/<prefix>@<UTC>.md``, the last ``last``.
+
+    ``path`` is the project path whose versions these are (they show at
+    ``.history/<path>/``).
+    """
 
     folder: Place
     prefix: str
     last: int
+    path: str = ""
+
+    def view_paths(self, names: Sequence[str]) -> list[str]:
+        return [f"{history.HISTORY}/{self.path}/{name}" for name in names]
 
 
 class Stage:
@@ -122,7 +134,7 @@ class Stage:
         self.temp, self.fd = temp, fd
         os.fchmod(fd, self.mode)  # the umask must not narrow what the writer asked for
         if initial_fd is not None:
-            _copy_fd(initial_fd, fd)
+            copy_fd(initial_fd, fd)
 
     def write(self, offset: int, data: bytes) -> int:
         self._restage_if_committed()
@@ -186,7 +198,7 @@ class Stage:
         self.fd = self._dir_fd = -1
 
 
-def _copy_fd(src: int, dst: int) -> None:
+def copy_fd(src: int, dst: int) -> None:
     offset = 0
     while True:
         chunk = os.pread(src, 1 << 20, offset)
@@ -203,8 +215,6 @@ def keep_version(dir_fd: int, name: str, keep: Keep) -> list[str]:
     Returns the names in ``keep.folder`` that came or went (the caller updates its view
     of exactly those).
     """
-    from memfs.project import history_stamp  # the one place history names are spelled
-
     try:
         st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     except FileNotFoundError:
@@ -214,13 +224,13 @@ def keep_version(dir_fd: int, name: str, keep: Keep) -> list[str]:
     kfd = open_dir(keep.folder, create=True)
     touched = []
     try:
-        base = f"{keep.prefix}@{history_stamp(st.st_mtime_ns)}"
+        base = history.order(history.version_name(keep.prefix, st.st_mtime_ns))[0]
         # One more than the highest number of this second, never a freed lower one: the
         # newest kept version must sort last, or pruning would take it first.
-        taken = [_kept_order(n)[1] for n in os.listdir(kfd) if _kept_order(n)[0] == base]
+        taken = [history.order(n)[1] for n in os.listdir(kfd) if history.order(n)[0] == base]
         n = max(taken, default=0) + 1
         while True:
-            target = f"{base}.md" if n == 1 else f"{base}~{n}.md"
+            target = history.version_name(keep.prefix, st.st_mtime_ns, n)
             try:
                 os.link(name, target, src_dir_fd=dir_fd, dst_dir_fd=kfd, follow_symlinks=False)
                 touched.append(target)
@@ -234,15 +244,8 @@ def keep_version(dir_fd: int, name: str, keep: Keep) -> list[str]:
     return touched
 
 
-def _kept_order(name: str) -> tuple[str, int]:
-    # "<prefix>@<stamp>.md" sorts by stamp; "~N" numbers versions within one second.
-    stem = name.removesuffix(".md")
-    base, _, n = stem.partition("~")
-    return (base, int(n) if n.isdigit() else 1)
-
-
 def _prune(kfd: int, prefix: str, keep_last: int) -> list[str]:
-    names = sorted((n for n in os.listdir(kfd) if n.startswith(prefix)), key=_kept_order)
+    names = sorted((n for n in os.listdir(kfd) if n.startswith(prefix)), key=history.order)
     pruned = names[: max(0, len(names) - keep_last)]
     for old in pruned:
         with contextlib.suppress(FileNotFoundError):
@@ -297,9 +300,12 @@ def unlink(folder: Place, name: str, keep: Keep | None = None) -> list[str]:
 
 
 def mkdir(folder: Place, name: str, mode: int) -> None:
+    """A new folder with exactly ``mode``: memfs's own umask must not narrow what the
+    caller asked for (SPEC 7.6)."""
     fd = open_dir(folder, create=True)
     try:
         os.mkdir(name, mode, dir_fd=fd)
+        _chmod_nofollow(fd, name, mode)
     finally:
         os.close(fd)
 
@@ -347,7 +353,6 @@ def rename(
     return kept
 
 
-_RENAME_NOREPLACE = 1
 _libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
 
 
@@ -357,7 +362,7 @@ def _rename_noreplace(src_fd: int, src_name: str, dst_fd: int, dst_name: str) ->
     The os module has no renameat2; glibc has had it since 2.28.
     """
     done = _libc.renameat2(
-        src_fd, os.fsencode(src_name), dst_fd, os.fsencode(dst_name), _RENAME_NOREPLACE
+        src_fd, os.fsencode(src_name), dst_fd, os.fsencode(dst_name), RENAME_NOREPLACE
     )
     if done != 0:
         err = ctypes.get_errno()
@@ -405,6 +410,184 @@ def _chmod_nofollow(dir_fd: int, name: str, mode: int) -> None:
         os.close(pfd)
 
 
-def copy_tree_file(src: Path, dst: Path) -> None:
-    """Copy one regular file's bytes (for copy-up); the caller makes it atomic."""
-    shutil.copyfile(src, dst, follow_symlinks=False)
+# --- plans, applied in one worker-thread call --------------------------------------------
+
+
+class Step(Protocol):
+    """One change to the own source (or memfs's state) that a plan asks for."""
+
+    def run(self) -> list[str]:
+        """Do it; returns the view paths of versions it kept or pruned (handoffs)."""
+        ...
+
+
+@dataclass(frozen=True)
+class Source:
+    """Bytes a copy-up starts from: a source file, or ``data`` (the MEMORY.md union)."""
+
+    root: Path | None
+    parts: tuple[str, ...]
+    path: str
+    data: bytes | None
+
+
+@dataclass
+class Commit:
+    """A staged write becomes its target (SPEC 7.1)."""
+
+    stage: Stage
+    keep: Keep | None
+
+    def run(self) -> list[str]:
+        self.stage.commit(self.keep)
+        kept = self.stage.kept if self.keep is not None else []
+        return self.keep.view_paths(kept) if self.keep is not None else []
+
+
+@dataclass
+class CopyUp:
+    """The own source gets a copy of a read-only head (attributes changed as asked),
+    committed atomically; the original stays untouched (SPEC 7.3)."""
+
+    src: Source
+    folder: Place
+    name: str
+    mode: int
+    size: int | None
+    times: tuple[int, int]
+    keep: Keep | None
+
+    def run(self) -> list[str]:
+        stage = Stage(self.folder, self.name, initial_fd=None, mode=self.mode)
+        try:
+            if self.src.data is not None:
+                stage.write(0, self.src.data)
+            else:
+                assert self.src.root is not None
+                fd = sources.open_file(self.src.root, self.src.parts, self.src.path)
+                try:
+                    copy_fd(fd, stage.fd)
+                finally:
+                    os.close(fd)
+            if self.size is not None:
+                stage.truncate(self.size)
+            os.utime(stage.fd, ns=self.times)
+            stage.dirty = True
+            stage.commit(self.keep)
+            return self.keep.view_paths(stage.kept) if self.keep is not None else []
+        finally:
+            stage.abort()
+
+
+@dataclass
+class SetAttrs:
+    place: Place
+    name: str
+    mode: int | None = None
+    times: tuple[int, int] | None = None
+    size: int | None = None
+
+    def run(self) -> list[str]:
+        set_attrs(self.place, self.name, mode=self.mode, times_ns=self.times, size=self.size)
+        return []
+
+
+@dataclass
+class Unlink:
+    place: Place
+    name: str
+    keep: Keep | None
+
+    def run(self) -> list[str]:
+        kept = unlink(self.place, self.name, self.keep)
+        return self.keep.view_paths(kept) if self.keep is not None else []
+
+
+@dataclass
+class Rename:
+    src: Place
+    src_name: str
+    dst: Place
+    dst_name: str
+    keep: Keep | None = None
+    noreplace: bool = False
+
+    def run(self) -> list[str]:
+        kept = rename(
+            self.src,
+            self.src_name,
+            self.dst,
+            self.dst_name,
+            noreplace=self.noreplace,
+            keep=self.keep,
+        )
+        return self.keep.view_paths(kept) if self.keep is not None else []
+
+
+@dataclass
+class MakeDir:
+    place: Place
+    name: str
+    mode: int
+
+    def run(self) -> list[str]:
+        mkdir(self.place, self.name, self.mode)
+        return []
+
+
+@dataclass
+class RemoveDir:
+    place: Place
+    name: str
+
+    def run(self) -> list[str]:
+        rmdir(self.place, self.name)
+        return []
+
+
+@dataclass(frozen=True)
+class Where:
+    """A folder of a project in a source: where `apply` stats a path again."""
+
+    root: Path
+    parts: tuple[str, ...]
+
+
+@dataclass
+class Applied:
+    """What `apply` found on disk once the steps ran: the adapter absorbs exactly this."""
+
+    found: list[tuple[int, str, sources.FileStat | None]] = field(default_factory=list)
+    scan: sources.Scan | None = None
+    error: OSError | None = None  # the step that failed; the steps after it did not run
+
+
+def apply(
+    steps: Sequence[Step],
+    reread: Sequence[tuple[int, Where, str]],
+    *,
+    own: tuple[int, Where] | None,
+    rescan: Where | None,
+    max_bytes: int,
+) -> Applied:
+    """Run ``steps`` in order, then stat every path they touched; never raises OSError.
+
+    A failing step stops the plan, and what ran before it is still read back, so the view
+    shows the disk as it is (`Applied.error` carries the failure for the caller).
+    """
+    out = Applied()
+    kept: list[str] = []
+    try:
+        for step in steps:
+            kept += step.run()
+    except OSError as exc:
+        out.error = exc
+    todo = list(reread)
+    if own is not None:
+        todo += [(own[0], own[1], path) for path in kept]
+    for origin, where, path in todo:
+        found = sources.stat_file(where.root, where.parts, path, max_bytes)
+        out.found.append((origin, path, found))
+    if rescan is not None:
+        out.scan = sources.scan(rescan.root, rescan.parts, max_bytes)
+    return out

@@ -1,7 +1,10 @@
 """memfs's own state under ``$XDG_STATE_HOME/memfs``: whiteouts per project.
 
-Pure core: imports neither pyfuse3 nor trio. Written only through staging.replace, so a
-crash never leaves a half-written state file. Never stored in a source (SPEC 3).
+Role: the one reader and writer of the state folder (SPEC 3), never a source. Written only
+through staging.replace, so a crash never leaves a half-written state file.
+Pure core: must not import pyfuse3, trio, memfs.fs or memfs.project. Threading: every call
+does disk I/O (a save fsyncs twice), so while serving it runs in a worker thread: saves as
+the `SaveWhiteouts` step of a plan (staging.apply), loads with the project's first load.
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from memfs import staging
@@ -51,3 +55,16 @@ def save_whiteouts(state_dir: Path, slug: str, records: Iterable[Whiteout]) -> N
     folder.mkdir(parents=True, exist_ok=True)
     data = json.dumps(sorted([list(r) for r in records]), indent=0).encode()
     staging.replace(staging.Place(folder, ()), _name(slug), data)
+
+
+@dataclass
+class SaveWhiteouts:
+    """A plan's step (staging.Step): the project's whole whiteout set, saved atomically."""
+
+    state_dir: Path
+    slug: str
+    records: set[Whiteout]
+
+    def run(self) -> list[str]:
+        save_whiteouts(self.state_dir, self.slug, self.records)
+        return []

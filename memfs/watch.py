@@ -1,8 +1,19 @@
-"""inotify on the source folders -> changes to the loaded projects (SPEC 5.4).
+"""Loading projects and keeping them true to disk: first loads, inotify, changes (SPEC 5.4, 7a).
 
-Knows trio (it waits on the inotify descriptor) but not pyfuse3: it changes the catalog and
-its projects, then tells the adapter through `Listener` which view paths to invalidate.
-Never rescans on a timer; only an inotify queue overflow rescans the loaded projects.
+Role: every read of a source folder while the mount serves goes through here, in a worker
+thread; the catalog and its projects are changed only on the trio thread, from what the
+worker found. Knows trio but not pyfuse3 (must not import pyfuse3 or memfs.fs): it tells
+the adapter through `Listener` which projects changed, and the adapter invalidates.
+
+Threading contract:
+- `load` builds a project in a worker thread (watch each folder, then scan it, until no
+  folder is new) and publishes it on the trio thread; one load per project, however many
+  requests wait for it. Every other request is answered meanwhile.
+- `run` reads inotify on the trio thread, decides what to stat or rescan there (memory
+  only), does that I/O in one worker call per batch, and absorbs the results on the trio
+  thread. Watches a worker adds are registered on the trio thread; their events that come
+  first are held back and replayed then.
+- Never rescans on a timer; only an inotify queue overflow rescans the loaded projects.
 
 Watched: each source's root (projects appearing or vanishing), every folder of every
 loaded project, and for a project folder whose memory folder does not exist yet, the
@@ -15,17 +26,19 @@ import ctypes
 import ctypes.util
 import errno
 import logging
+import math
 import os
 import struct
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 import trio
 
-from memfs import sources
+from memfs import sources, state
 from memfs.catalog import Catalog
-from memfs.project import Project
+from memfs.project import Origin, Project
 
 log = logging.getLogger(__name__)
 
@@ -138,6 +151,20 @@ class _RootPending:
 
 
 _Target = _Root | _Folder | _Pending | _RootPending
+Event = tuple[int, int, str]  # (wd, mask, name)
+Pairs = list[tuple[int, _Target]]  # watches a worker added, to register on the trio thread
+STASH_MAX = 65_536  # events held back for watches not registered yet; past it: overflow
+
+
+@dataclass
+class _Work:
+    """What a batch of events asks to read: single paths, and whole origins."""
+
+    stats: set[tuple[str, int, str]] = field(default_factory=set)  # (slug, origin, path)
+    rescans: set[tuple[str, int]] = field(default_factory=set)  # (slug, origin)
+
+    def __bool__(self) -> bool:
+        return bool(self.stats or self.rescans)
 
 
 class Watcher:
@@ -146,13 +173,143 @@ class Watcher:
         self.listener = listener
         self.inotify = Inotify()
         self._targets: dict[int, _Target] = {}  # watch descriptor -> what it watches
-        self._watched: dict[str, tuple[int, int]] = {}  # slug -> (id(project), origins watched)
         # (id(project), origin) -> folders watched, relative to the origin ('' for itself)
         self._folders: dict[tuple[int, int], set[str]] = {}
+        self._stash: dict[int, list[Event]] = {}  # events of watches not registered yet
+        self._stashed = 0
+        self._busy = 0  # worker calls that may add watches, in flight
+        self._loads: dict[str, trio.Event] = {}  # slug ('' for the listing) -> loaded
+        self._send, self._receive = trio.open_memory_channel[list[Event] | _Work](math.inf)
         self.events = 0
         self.overflows = 0
+        self.loads = 0
         for i in range(len(catalog.config.sources)):
             self._watch_root(i)
+
+    # --- loading ------------------------------------------------------------------
+
+    async def listing(self) -> None:
+        """The catalog's listing of every source root, read once in a worker."""
+        if not self.catalog.listed:
+            await self._once("", lambda: trio.to_thread.run_sync(self.catalog.load_listing))
+
+    async def load(self, slug: str) -> Project | None:
+        """The loaded project of ``slug``, built off the trio thread on first use; None
+        when no source holds it."""
+        await self.listing()
+        found = self.catalog.loaded().get(slug)
+        if found is None and self.catalog.has(slug):
+            await self._once(slug, lambda: self._load(slug))
+            found = self.catalog.loaded().get(slug)
+        return found
+
+    async def _once(self, key: str, job: Callable[[], Awaitable[object]]) -> None:
+        """Run ``job`` once for ``key`` however many callers wait for it at once."""
+        running = self._loads.get(key)
+        if running is not None:
+            await running.wait()
+            return
+        done = self._loads[key] = trio.Event()
+        try:
+            await job()
+        finally:
+            del self._loads[key]
+            done.set()
+
+    async def _load(self, slug: str) -> None:
+        origins = self.catalog.origins(slug)
+        self._busy += 1
+        try:
+            project, pairs = await trio.to_thread.run_sync(self._build, slug, origins)
+        finally:
+            self._busy -= 1
+        if self.catalog.loaded().get(slug) is not None or not self.catalog.has(slug):
+            return  # it came or went meanwhile
+        self.catalog.adopt(project)
+        self.loads += 1
+        self._register(project, pairs)
+        self.listener.root_changed(slug)  # its folder's attributes (st_nlink) are known now
+
+    def _build(self, slug: str, origins: list[Origin]) -> tuple[Project, Pairs]:
+        """Worker thread: the project, every folder watched before it is scanned."""
+        config = self.catalog.config
+        project = Project(slug, config, (), state.load_whiteouts(config.state_dir, slug))
+        pairs: Pairs = []
+        for origin in origins:
+            i = project.add_origin(origin, sources.Scan(exists=False))
+            scan, added = self._settle(slug, i, origin, set())
+            project.rescan(i, scan)
+            pairs += added
+        return project, pairs
+
+    def _settle(
+        self, slug: str, i: int, origin: Origin, watched: set[str]
+    ) -> tuple[sources.Scan, Pairs]:
+        """Worker thread: watch origin ``i``'s folders, then scan it, until no folder is new.
+
+        A folder is scanned only after it is watched: whatever lands in it before the watch
+        is found by the scan, whatever lands after raises an event. Costs one more scan of
+        the origin per round, and rounds happen only when folders appear.
+        """
+        pairs: Pairs = []
+        max_bytes = self.catalog.config.limits.max_file_bytes
+        while True:
+            added = False
+            if "" not in watched:
+                wd = self._try_add(origin.folder, _FOLDER_MASK)
+                if wd is None:
+                    pending = self._pending_watch(slug, i, origin)
+                    pairs += [pending] if pending is not None else []
+                    return sources.scan(origin.root, origin.parts, max_bytes), pairs
+                pairs.append((wd, _Folder(slug, i, "")))
+                watched.add("")
+            scan = sources.scan(origin.root, origin.parts, max_bytes)
+            for path in scan.dirs:
+                if path not in watched:
+                    wd = self._try_add(origin.folder / path, _FOLDER_MASK)
+                    if wd is not None:
+                        pairs.append((wd, _Folder(slug, i, path)))
+                        watched.add(path)
+                        added = True
+            if not added:
+                return scan, pairs
+
+    def _pending_watch(self, slug: str, i: int, origin: Origin) -> tuple[int, _Target] | None:
+        """The memory folder is missing: watch the nearest folder that exists on its way."""
+        for depth in range(len(origin.parts) - 1, 0, -1):
+            wd = self._try_add(origin.root.joinpath(*origin.parts[:depth]), _ROOT_MASK)
+            if wd is not None:
+                return (wd, _Pending(slug, i))
+        return None
+
+    def _try_add(self, path: Path, mask: int) -> int | None:
+        try:
+            return self.inotify.add(path, mask)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
+                log.warning("cannot watch %s: %s", path, exc)
+            return None
+
+    def _register(self, project: Project, pairs: Pairs) -> None:
+        """Trio thread: the watches a worker added are ours now; replay what they saw."""
+        replay: list[Event] = []
+        for wd, target in pairs:
+            self._targets[wd] = target
+            if isinstance(target, _Folder):
+                self._folders.setdefault((id(project), target.origin), set()).add(target.path)
+            replay += self._stash.pop(wd, [])
+        if not self._busy:
+            self._stash.clear()  # events of watches that are gone: nobody will claim them
+            self._stashed = 0
+        if replay:
+            self._send.send_nowait(replay)
+
+    def recheck(self, project: Project, i: int, path: str) -> None:
+        """A request found ``path`` of origin ``i`` changed on disk before inotify said so:
+        read it again (off the request thread) and tell the adapter."""
+        self._send.send_nowait(_Work(stats={(project.slug, i, path)}))
+
+    # --- roots --------------------------------------------------------------------
 
     def _watch_root(self, i: int) -> bool:
         """Watch source ``i``'s root, or the nearest existing folder on its way to it."""
@@ -186,7 +343,12 @@ class Watcher:
             self.inotify.remove(wd)
 
     def _root_appeared(self, i: int) -> None:
-        """A step towards a missing root appeared: watch further, and list it once there."""
+        """A step towards a missing root appeared: watch further, and list it once there.
+
+        Lists one new root folder on the trio thread: it happens once per root, when a
+        source that was missing at mount time appears (a new account), and it is empty
+        then but for the folders made since.
+        """
         if not self._watch_root(i):
             return
         for name in sources.list_slug_folders(self.catalog.config.sources[i].root):
@@ -195,91 +357,115 @@ class Watcher:
                 self.listener.root_changed(slug)
 
     def _add(self, path: Path, mask: int, target: _Target) -> bool:
-        try:
-            wd = self.inotify.add(path, mask)
-        except OSError as exc:
-            if exc.errno not in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
-                log.warning("cannot watch %s: %s", path, exc)
+        wd = self._try_add(path, mask)
+        if wd is None:
             return False
         self._targets[wd] = target
         return True
 
-    def ensure(self, project: Project) -> None:
-        """Watch every folder of a loaded project (cheap when nothing is new)."""
-        ident, done = self._watched.get(project.slug, (0, 0))
-        if ident != id(project):
-            done = 0  # a project that vanished and came back is a new object
-        if done == len(project.origins):
-            return
-        self._watched[project.slug] = (id(project), len(project.origins))
-        for i in range(done, len(project.origins)):
-            self._settle(project, i)
-
-    def _settle(self, project: Project, i: int) -> None:
-        """Watch every folder of origin ``i``, then scan it again, until no folder is new.
-
-        A folder is scanned only after it is watched: whatever lands in it before the watch
-        is found by the scan, whatever lands after raises an event. Costs one more scan of
-        the origin per round, and rounds happen only when folders appear.
-        """
-        while self._watch_origin(project, i):
-            project.rescan(i)
-
-    def _watch_origin(self, project: Project, i: int) -> bool:
-        """Add the watches origin ``i`` lacks; True when any was added."""
-        origin = project.origins[i]
-        watched = self._folders.setdefault((id(project), i), set())
-        if "" not in watched:
-            if not self._add(origin.folder, _FOLDER_MASK, _Folder(project.slug, i, "")):
-                self._watch_pending(project, i)
-                return False
-            watched.add("")
-            added = True
-        else:
-            added = False
-        for path in project.folders():
-            if path not in watched and i in project.dir_holders(path):
-                target = _Folder(project.slug, i, path)
-                if self._add(origin.folder / path, _FOLDER_MASK, target):
-                    watched.add(path)
-                    added = True
-        return added
-
-    def _watch_pending(self, project: Project, i: int) -> None:
-        """The memory folder is missing: watch the nearest folder that exists on its way."""
-        origin = project.origins[i]
-        for depth in range(len(origin.parts) - 1, 0, -1):
-            if self._add(
-                origin.root.joinpath(*origin.parts[:depth]), _ROOT_MASK, _Pending(project.slug, i)
-            ):
-                return
+    # --- events -------------------------------------------------------------------
 
     async def run(self) -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._read)
+            async for item in self._receive:
+                await self._process(item)
+
+    async def _read(self) -> None:
         while True:
             batch = await self.inotify.read()
             self.events += len(batch)
-            touched: dict[str, Project] = {}
-            for wd, mask, name in batch:
+            self._send.send_nowait(batch)
+
+    async def _process(self, item: list[Event] | _Work) -> None:
+        touched: dict[str, Project] = {}
+        work = item if isinstance(item, _Work) else _Work()
+        if not isinstance(item, _Work):
+            for wd, mask, name in item:
                 try:
-                    self._handle(wd, mask, name, touched)
+                    self._handle(wd, mask, name, work, touched)
                 except Exception:
                     log.exception("watch event %s %#x %r failed", wd, mask, name)
-            for project in touched.values():
-                self.ensure(project)
-                self.listener.project_changed(project)
+        while work:
+            jobs = self._jobs(work)
+            self._busy += 1
+            try:
+                results = await trio.to_thread.run_sync(self._read_jobs, jobs)
+            finally:
+                self._busy -= 1
+            work = _Work()
+            for job, result in zip(jobs, results, strict=True):
+                self._absorb(job, result, touched)
+        for project in touched.values():
+            self.listener.project_changed(project)
 
-    def _handle(self, wd: int, mask: int, name: str, touched: dict[str, Project]) -> None:
+    def _jobs(self, work: _Work) -> list[tuple[Project, int, Origin, str | None, set[str]]]:
+        """Trio thread: each piece of work with what the worker needs, copied."""
+        loaded = self.catalog.loaded()
+        jobs: list[tuple[Project, int, Origin, str | None, set[str]]] = []
+        for slug, i in sorted(work.rescans):
+            project = loaded.get(slug)
+            if project is not None and i < len(project.origins):
+                watched = set(self._folders.get((id(project), i), ()))
+                jobs.append((project, i, project.origins[i], None, watched))
+        for slug, i, path in sorted(work.stats):
+            project = loaded.get(slug)
+            if project is not None and i < len(project.origins) and (slug, i) not in work.rescans:
+                jobs.append((project, i, project.origins[i], path, set()))
+        return jobs
+
+    def _read_jobs(
+        self, jobs: list[tuple[Project, int, Origin, str | None, set[str]]]
+    ) -> list[sources.FileStat | tuple[sources.Scan, Pairs] | None]:
+        """Worker thread: stat each path, settle and scan each origin; no project touched."""
+        max_bytes = self.catalog.config.limits.max_file_bytes
+        out: list[sources.FileStat | tuple[sources.Scan, Pairs] | None] = []
+        for project, i, origin, path, watched in jobs:
+            if path is None:
+                out.append(self._settle(project.slug, i, origin, watched))
+            else:
+                out.append(sources.stat_file(origin.root, origin.parts, path, max_bytes))
+        return out
+
+    def _absorb(
+        self,
+        job: tuple[Project, int, Origin, str | None, set[str]],
+        result: sources.FileStat | tuple[sources.Scan, Pairs] | None,
+        touched: dict[str, Project],
+    ) -> None:
+        """Trio thread: take in what the worker found, if the project is still the same."""
+        project, i, origin, path, _ = job
+        if self.catalog.loaded().get(project.slug) is not project or project.origins[i] != origin:
+            return
+        touched[project.slug] = project
+        if isinstance(result, tuple):
+            scan, pairs = result
+            project.rescan(i, scan)
+            self._register(project, pairs)
+        elif result is None:
+            assert path is not None
+            project.drop_version(i, path)
+        else:
+            project.set_version(i, result)
+
+    def _handle(
+        self, wd: int, mask: int, name: str, work: _Work, touched: dict[str, Project]
+    ) -> None:
+        """Trio thread, memory only: what one event asks to read."""
         if mask & IN_Q_OVERFLOW:
-            self._overflow(touched)
+            self._overflow(work)
             return
         target = self._targets.get(wd)
         if mask & IN_IGNORED:
             self._forget(wd)
             return
-        if target is None or name.startswith(sources.STAGE_PREFIX):
+        if target is None:
+            self._hold(wd, mask, name, work)
+            return
+        if name.startswith(sources.STAGE_PREFIX):
             return
         if isinstance(target, _Root):
-            self._root_event(target, mask, name, touched)
+            self._root_event(target, mask, name, work)
             return
         if isinstance(target, _RootPending):
             self._pending_roots(wd, target)
@@ -287,30 +473,22 @@ class Watcher:
         project = self.catalog.loaded().get(target.slug)
         if project is None or target.origin >= len(project.origins):
             return
-        touched[project.slug] = project
-        if isinstance(target, _Pending):
-            self._rescan(project, target.origin)
-            return
-        if mask & (IN_DELETE_SELF | IN_MOVE_SELF):
-            self._rescan(project, target.origin)
+        if isinstance(target, _Pending) or mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_ISDIR):
+            # A folder came or went: the origin is rescanned (O(its files)) and watched anew.
+            work.rescans.add((project.slug, target.origin))
             return
         path = f"{target.path}/{name}" if target.path else name
-        if mask & IN_ISDIR:
-            # A folder came or went: the origin is rescanned (O(its files)) and watched anew.
-            self._rescan(project, target.origin)
-            return
-        origin = project.origins[target.origin]
-        found = sources.stat_file(
-            origin.root, origin.parts, path, self.catalog.config.limits.max_file_bytes
-        )
-        if found is None:
-            project.drop_version(target.origin, path)
-        else:
-            project.set_version(target.origin, found)
+        work.stats.add((project.slug, target.origin, path))
 
-    def _rescan(self, project: Project, i: int) -> None:
-        project.rescan(i)
-        self._settle(project, i)  # new folders get watches, then one more look
+    def _hold(self, wd: int, mask: int, name: str, work: _Work) -> None:
+        """An event of a watch a worker just added: replayed once it is registered."""
+        if not self._busy:
+            return  # no watch is being added: this one is gone
+        if self._stashed >= STASH_MAX:
+            self._overflow(work)
+            return
+        self._stash.setdefault(wd, []).append((wd, mask, name))
+        self._stashed += 1
 
     def _forget(self, wd: int) -> None:
         """The kernel dropped a watch (its folder went): a folder made again is watched anew."""
@@ -322,9 +500,12 @@ class Watcher:
             if project is not None:
                 self._folders.get((id(project), target.origin), set()).discard(target.path)
                 if target.path == "":  # the memory folder itself went: wait for it again
-                    self._watch_pending(project, target.origin)
+                    origin = project.origins[target.origin]
+                    pending = self._pending_watch(target.slug, target.origin, origin)
+                    if pending is not None:
+                        self._targets[pending[0]] = pending[1]
 
-    def _root_event(self, target: _Root, mask: int, name: str, touched: dict[str, Project]) -> None:
+    def _root_event(self, target: _Root, mask: int, name: str, work: _Work) -> None:
         if not mask & IN_ISDIR and not mask & (IN_DELETE | IN_MOVED_FROM):
             return
         if mask & (IN_CREATE | IN_MOVED_TO):
@@ -336,15 +517,18 @@ class Watcher:
         self.listener.root_changed(slug)
         project = self.catalog.loaded().get(slug)
         if project is not None:
-            touched[slug] = project
+            # A new folder of a loaded project: registered empty, scanned and watched now.
+            for i in range(len(project.origins)):
+                if (id(project), i) not in self._folders:
+                    work.rescans.add((slug, i))
+            self.listener.project_changed(project)
 
-    def _overflow(self, touched: dict[str, Project]) -> None:
+    def _overflow(self, work: _Work) -> None:
         self.overflows += 1
         log.warning("inotify queue overflowed; rescanning the loaded projects")
         for project in self.catalog.loaded().values():
             for i in range(len(project.origins)):
-                self._rescan(project, i)
-            touched[project.slug] = project
+                work.rescans.add((project.slug, i))
 
     def close(self) -> None:
         self.inotify.close()

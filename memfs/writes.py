@@ -1,21 +1,33 @@
-"""The rules of writing through the mount (SPEC 7): what a change may touch, where it lands.
+"""The rules of writing through the mount (SPEC 7), as plans: what a change does, not doing it.
 
-Pure core: imports neither pyfuse3 nor trio, and does no I/O (staging.py does the writes).
-Every refusal is a `Refused` carrying the errno the SPEC names; the adapter returns it
-as is.
+Pure core: imports neither pyfuse3 nor trio, and does no I/O. Each ``plan_*`` function
+checks a change against the merged view and returns a `Plan`: the steps that change the own
+source (copy a head up, commit a stage, rename, unlink, set attributes, make or remove a
+folder, save whiteouts; handoff versions are kept by the steps that replace one) and the
+paths to stat again afterwards. `staging.apply` runs a whole plan in one worker-thread call;
+the adapter then absorbs what it found into the project on its own thread. Every refusal is
+a `Refused` carrying the errno the SPEC names; the adapter returns it as is.
+
+Threading: called on the adapter's trio thread only; reads the project, never changes it.
+Must not import: pyfuse3, trio, memfs.fs.
 """
 
 from __future__ import annotations
 
 import errno
+import stat
+from dataclasses import dataclass, field
 
-from memfs import preamble, sources, staging
+from memfs import history, preamble, sources, staging, state
 from memfs.catalog import Catalog
 from memfs.config import Config
-from memfs.project import HISTORY, PREAMBLE, Kind, Leaf, Project, Version
+from memfs.history import in_history
+from memfs.project import PREAMBLE, Kind, Leaf, Origin, Project, Version
+from memfs.staging import RENAME_NOREPLACE
 from memfs.tree import parent_of
 
-RENAME_NOREPLACE = 1
+__all__ = ["RENAME_EXCHANGE", "RENAME_NOREPLACE", "Plan", "Refused", "in_history"]
+
 RENAME_EXCHANGE = 2
 
 
@@ -27,8 +39,31 @@ class Refused(Exception):
         self.errno = code
 
 
-def in_history(path: str) -> bool:
-    return path == HISTORY or path.startswith(HISTORY + "/")
+@dataclass
+class Plan:
+    """Steps for `staging.apply`, then what the adapter must absorb.
+
+    ``reread`` names (origin index, path) pairs to stat after the steps; versions kept by a
+    step are added to them by apply. ``whiteouts``, when set, is the project's new whiteout
+    set (saved by a step first). ``rescan`` asks for a full scan of one origin (a folder
+    renamed whole). ``dirs`` are folders the steps make (True) or remove (False).
+    """
+
+    slug: str
+    steps: list[staging.Step] = field(default_factory=list)
+    reread: list[tuple[int, str]] = field(default_factory=list)
+    origins: dict[int, Origin] = field(default_factory=dict)  # where each reread lies
+    whiteouts: set[tuple[str, str, int]] | None = None
+    rescan: int | None = None
+    dirs: list[tuple[int, str, bool]] = field(default_factory=list)
+    own: int | None = None  # the own origin, where kept versions land
+
+    def read_again(self, origin: int, place: Origin, path: str) -> None:
+        self.origins[origin] = place
+        self.reread.append((origin, path))
+
+
+# --- where a write lands -----------------------------------------------------------------
 
 
 def target_folder(catalog: Catalog, slug: str, path: str) -> staging.Place:
@@ -56,8 +91,8 @@ def keep_for(config: Config, catalog: Catalog, slug: str, path: str) -> staging.
     place = catalog.own_place(slug)
     if own is None or place is None or not preamble.is_handoff(parent_of(path)[1]):
         return None
-    folder = place.below(HISTORY, *sources.split(path))
-    return staging.Keep(folder, own.name, config.limits.handoff_versions)
+    folder = place.below(history.HISTORY, *sources.split(path))
+    return staging.Keep(folder, own.name, config.limits.handoff_versions, path)
 
 
 def own_folder_of(config: Config, project: Project, v: Version) -> staging.Place | None:
@@ -77,6 +112,257 @@ def writable_leaf(project: Project, path: str) -> Leaf:
     if leaf.kind not in (Kind.FILE, Kind.MEMORY):
         raise Refused(errno.EACCES)
     return leaf
+
+
+def check_size(config: Config, size: int) -> None:
+    """SPEC 7.6: past ``max_file_bytes`` a write or truncate fails at once, changing nothing
+    (a bigger file would be left out of the view while it stays on disk)."""
+    if size > config.limits.max_file_bytes:
+        raise Refused(errno.EFBIG)
+
+
+def new_mode(mode: int, umask: int) -> int:
+    """The permission bits create and mkdir give: the caller's mode and umask, exactly."""
+    return stat.S_IMODE(mode) & ~umask
+
+
+# --- the plans -----------------------------------------------------------------------------
+
+
+class Planner:
+    """Plans for one project's changes; ``own`` is the own source's origin in it."""
+
+    def __init__(self, config: Config, catalog: Catalog, project: Project, own: int) -> None:
+        self.config = config
+        self.catalog = catalog
+        self.project = project
+        self.own = own
+
+    def _plan(self) -> Plan:
+        return Plan(self.project.slug, own=self.own, origins={self.own: self._own_origin()})
+
+    def _own_origin(self) -> Origin:
+        return self.project.origins[self.own]
+
+    def _keep(self, path: str) -> staging.Keep | None:
+        return keep_for(self.config, self.catalog, self.project.slug, path)
+
+    def _place(self, path: str) -> staging.Place:
+        return target_folder(self.catalog, self.project.slug, path)
+
+    def commit(self, stage: staging.Stage, path: str, *, keep: bool) -> Plan:
+        """A staged write becomes the file at ``path`` (SPEC 7.1, 7.2)."""
+        plan = self._plan()
+        plan.steps.append(staging.Commit(stage, self._keep(path) if keep else None))
+        plan.read_again(self.own, self._own_origin(), path)
+        return plan
+
+    def copy_up(
+        self,
+        path: str,
+        *,
+        dst: str | None = None,
+        mode: int | None = None,
+        size: int | None = None,
+        times: tuple[int, int] | None = None,
+        memory: bytes | None = None,
+    ) -> Plan:
+        """The head of ``path`` (a read-only source's, or the MEMORY.md union) copied into
+        the own source at ``dst`` (default ``path``) with attributes changed, atomically."""
+        leaf = writable_leaf(self.project, path)
+        assert leaf.version is not None
+        target = dst if dst is not None else path
+        v = leaf.version
+        if leaf.kind is Kind.MEMORY:
+            src: staging.Source = staging.Source(None, (), "", memory or b"")
+            base_mode = staging.FILE_MODE
+        else:
+            origin = self.project.origins[v.origin]
+            src = staging.Source(origin.root, origin.parts, v.path, None)
+            base_mode = v.mode or staging.FILE_MODE
+        if size is not None:
+            check_size(self.config, size)
+        plan = self._plan()
+        plan.steps.append(
+            staging.CopyUp(
+                src,
+                self._place(target),
+                parent_of(target)[1],
+                mode=stat.S_IMODE(mode) if mode is not None else base_mode,
+                size=size,
+                times=times or (v.atime_ns or v.mtime_ns, v.mtime_ns),
+                keep=self._keep(target),
+            )
+        )
+        plan.read_again(self.own, self._own_origin(), target)
+        return plan
+
+    def set_attrs(
+        self,
+        path: str,
+        *,
+        mode: int | None,
+        size: int | None,
+        times: tuple[int, int] | None,
+        memory: bytes | None = None,
+    ) -> Plan:
+        """chmod, truncate, utimens of a file (copied up when a read-only source holds its
+        head) or of a folder of the own source."""
+        project = self.project
+        if project.tree.is_dir(path):
+            if size is not None:
+                raise Refused(errno.EISDIR)
+            if self.own not in project.dir_holders(path):
+                raise Refused(errno.EPERM)  # a folder only a read-only source has
+            plan = self._plan()
+            folder, name = parent_of(path)
+            place = _place_in(self._own_origin(), folder)
+            plan.steps.append(staging.SetAttrs(place, name, mode=mode, times=times))
+            return plan
+        leaf = writable_leaf(project, path)
+        assert leaf.version is not None
+        if size is not None:
+            check_size(self.config, size)
+        own_place = own_folder_of(self.config, project, leaf.version)
+        if own_place is None or leaf.kind is not Kind.FILE:
+            return self.copy_up(path, mode=mode, size=size, times=times, memory=memory)
+        plan = self._plan()
+        step = staging.SetAttrs(own_place, parent_of(path)[1], mode=mode, times=times, size=size)
+        plan.steps.append(step)
+        plan.read_again(leaf.version.origin, project.origins[leaf.version.origin], path)
+        return plan
+
+    def unlink(self, path: str) -> Plan:
+        """Remove the own copies of ``path``; hide the read-only ones with whiteouts."""
+        writable_leaf(self.project, path)
+        plan = self._plan()
+        self._remove_everywhere(plan, path)
+        return plan
+
+    def _remove_everywhere(self, plan: Plan, path: str) -> None:
+        project = self.project
+        keep = self._keep(path)
+        name = parent_of(path)[1]
+        for v in project.versions(path):
+            place = own_folder_of(self.config, project, v)
+            if place is not None:
+                plan.steps.append(staging.Unlink(place, name, keep))
+                plan.read_again(v.origin, project.origins[v.origin], path)
+        self._hide(plan, path)
+
+    def _hide(self, plan: Plan, path: str) -> None:
+        added = self.project.whiteouts_for(path)
+        if added:
+            records = (plan.whiteouts or self.project.whiteouts) | set(added)
+            self._save(plan, records)
+
+    def _save(self, plan: Plan, records: set[tuple[str, str, int]]) -> None:
+        plan.whiteouts = records
+        plan.steps.append(state.SaveWhiteouts(self.config.state_dir, plan.slug, records))
+
+    def mkdir(self, path: str, mode: int) -> Plan:
+        project = self.project
+        if project.tree.leaf(path) is not None or project.tree.is_dir(path):
+            raise Refused(errno.EEXIST)
+        plan = self._plan()
+        if self.own in project.dir_holders(path):
+            # A whiteout hid it; the user wants it back.
+            self._save(plan, {w for w in project.whiteouts if w[0] != path})
+            return plan
+        folder, name = parent_of(path)
+        plan.steps.append(staging.MakeDir(_place_in(self._own_origin(), folder), name, mode))
+        plan.dirs.append((self.own, path, True))
+        return plan
+
+    def rmdir(self, path: str) -> Plan:
+        project = self.project
+        children = project.tree.children(path)
+        if children is None:
+            raise Refused(errno.ENOTDIR if project.tree.leaf(path) else errno.ENOENT)
+        if len(children):
+            raise Refused(errno.ENOTEMPTY)
+        plan = self._plan()
+        folder, name = parent_of(path)
+        for i in sorted(project.dir_holders(path)):
+            origin = project.origins[i]
+            if origin.source == self.config.own_index:
+                plan.steps.append(staging.RemoveDir(_place_in(origin, folder), name))
+                plan.dirs.append((i, path, False))
+        self._hide(plan, path)
+        return plan
+
+    def rename(self, src: str, dst: str, flags: int, *, memory: bytes | None = None) -> Plan:
+        """rename(2) on the merged view: within the own source, or a copy-up then hiding
+        the old name; a folder only as a whole of the own source (else EXDEV: `mv` copies)."""
+        check_rename(self.project, src, dst, flags)
+        plan = self._plan()
+        if src == dst:
+            return plan
+        if self.project.tree.is_dir(src):
+            return self._rename_dir(plan, src, dst, flags)
+        leaf = writable_leaf(self.project, src)
+        assert leaf.version is not None
+        own_place = own_folder_of(self.config, self.project, leaf.version)
+        keep = self._keep(dst)
+        if own_place is not None and leaf.kind is Kind.FILE:
+            step = staging.Rename(
+                own_place,
+                parent_of(src)[1],
+                self._place(dst),
+                parent_of(dst)[1],
+                keep=keep,
+                noreplace=bool(flags & RENAME_NOREPLACE),
+            )
+            plan.steps.append(step)
+            plan.read_again(self.own, self._own_origin(), dst)
+            origin = leaf.version.origin
+            plan.read_again(origin, self.project.origins[origin], src)
+            # Other sources' versions of the old name must vanish too.
+            self._remove_others(plan, src, leaf.version)
+            return plan
+        copy = self.copy_up(src, dst=dst, memory=memory)
+        plan.steps += copy.steps
+        plan.reread += copy.reread
+        self._remove_everywhere(plan, src)
+        return plan
+
+    def _remove_others(self, plan: Plan, path: str, moved: Version) -> None:
+        name = parent_of(path)[1]
+        for v in self.project.versions(path):
+            place = own_folder_of(self.config, self.project, v)
+            if v.origin != moved.origin and place is not None:
+                plan.steps.append(staging.Unlink(place, name, None))
+                plan.read_again(v.origin, self.project.origins[v.origin], path)
+        self._hide(plan, path)
+
+    def _rename_dir(self, plan: Plan, src: str, dst: str, flags: int) -> Plan:
+        if not folder_is_own_only(self.config, self.project, src):
+            # Other sources hold part of it: let `mv` fall back to copy and delete, which
+            # works through memfs file by file (as on overlayfs).
+            raise Refused(errno.EXDEV)
+        step = staging.Rename(
+            self._place(src),
+            parent_of(src)[1],
+            self._place(dst),
+            parent_of(dst)[1],
+            noreplace=bool(flags & RENAME_NOREPLACE),
+        )
+        plan.steps.append(step)
+        plan.rescan = self.own
+        return plan
+
+
+def plan_new_project(catalog: Catalog, slug: str, mode: int) -> staging.MakeDir:
+    """mkdir at the root: the own source's folder for a new project (SPEC 4)."""
+    place = catalog.own_place(slug)
+    if place is None:
+        raise Refused(errno.EROFS)
+    *parents, name = place.parts
+    return staging.MakeDir(staging.Place(place.root, tuple(parents)), name, mode)
+
+
+def _place_in(origin: Origin, folder: str) -> staging.Place:
+    return staging.Place(origin.root, (*origin.parts, *sources.split(folder)))
 
 
 def check_rename(project: Project, src: str, dst: str, flags: int) -> None:

@@ -152,12 +152,7 @@ async def listing(ops: MemFS, ino: int, room: int | None = None) -> list[str]:
 
 def drain(ops: MemFS) -> set[tuple[str, int, bytes]]:
     """Every kernel invalidation the adapter queued since the last drain."""
-    queued = set()
-    while True:
-        try:
-            queued.add(ops.invalidator._receive.receive_nowait())
-        except trio.WouldBlock:
-            return queued
+    return ops.kernel.drain()
 
 
 def rescan(ops: MemFS, slug: str = CLAUDE_SLUG) -> Project:
@@ -223,8 +218,8 @@ async def test_lookup_of_an_unknown_name_is_enoent(sample: Sample) -> None:
     sub = await ops.lookup(project.st_ino, b"sub", CTX)
     assert await fuse_errno(ops.lookup(HERE_INODE, b"a.md", CTX)) == errno.ENOTDIR
     for parent, name in [
-        (ROOT_INODE, b"-home-a-nothing"),
-        (ROOT_INODE, b"nothing"),
+        (ROOT_INODE, b"nothing"),  # not a canonical slug (an unknown one is an empty project)
+        (ROOT_INODE, b"-home-a_x"),
         (project.st_ino, b"nothing.md"),
         (project.st_ino, b"here"),  # `here` lives at the root only
         (project.st_ino, b"c.md"),  # sub/c.md is not at the top
@@ -274,12 +269,12 @@ async def test_forget_to_zero_keeps_the_inode_of_a_path_that_exists(sample: Samp
     project = await walk(ops, CLAUDE_SLUG)
     a = await ops.lookup(project.st_ino, b"a.md", CTX)
     assert (await ops.lookup(project.st_ino, b"a.md", CTX)).st_ino == a.st_ino
-    assert ops._lookups[a.st_ino] == 2
+    assert ops.inodes._lookups[a.st_ino] == 2
     await ops.forget([(a.st_ino, 1)])
-    assert ops._lookups[a.st_ino] == 1
+    assert ops.inodes._lookups[a.st_ino] == 1
     inodes = ops.status()["inodes"]
     await ops.forget([(a.st_ino, 1), (project.st_ino, 1)])
-    assert ops._lookups[a.st_ino] == 0
+    assert ops.inodes._lookups[a.st_ino] == 0
     # The path still exists: its number is kept, so the next walk gets the same one.
     assert ops.status()["inodes"] == inodes
     assert (await ops.getattr(a.st_ino, CTX)).st_size == len(OWN_A)
@@ -485,7 +480,7 @@ async def test_readdir_skips_an_entry_that_vanished_since_opendir(sample: Sample
     await ops.readdir(fh, first.next_id, second)
     await ops.releasedir(fh)
     assert first.names + second.names == [n for n in PROJECT_LISTING if n != "b.md"]
-    assert (CLAUDE_SLUG, "b.md") not in ops._ino_by_key  # no number for what was skipped
+    assert (CLAUDE_SLUG, "b.md") not in ops.inodes._by_key  # no number for what was skipped
 
 
 @pytest.mark.usefixtures("readdir_reply")
@@ -501,14 +496,14 @@ async def test_readdir_refusal_stops_and_the_next_call_resumes(sample: Sample) -
         await ops.readdir(fh, start, token)
         calls += 1
         for _, attrs, _ in token.accepted:
-            assert ops._lookups[attrs.st_ino] == 1  # every accepted entry counts as a lookup
+            assert ops.inodes._lookups[attrs.st_ino] == 1  # every accepted entry counts as a lookup
         if not token.refused:
             break
         # The kernel stops at the first refusal: exactly one entry offered and not counted.
         assert len(token.refused) == 1
         name, refused, next_id = token.refused[0]
         assert next_id == token.next_id + 1
-        assert ops._lookups[refused.st_ino] == 0
+        assert ops.inodes._lookups[refused.st_ino] == 0
         assert os.fsdecode(name) == PROJECT_LISTING[len(seen) + len(token.accepted)]
         seen += token.names
         start = token.next_id
@@ -519,7 +514,7 @@ async def test_readdir_refusal_stops_and_the_next_call_resumes(sample: Sample) -
     # Each entry was accepted exactly once, so each counts once, whatever was refused before.
     for name in PROJECT_LISTING:
         found = await ops.lookup(project.st_ino, name.encode(), CTX)
-        assert ops._lookups[found.st_ino] == 2, name
+        assert ops.inodes._lookups[found.st_ino] == 2, name
 
 
 @pytest.mark.usefixtures("readdir_reply")
@@ -556,11 +551,11 @@ async def test_a_head_file_is_read_through_a_lazily_opened_descriptor(sample: Sa
     fds = open_fds()
     info = await ops.open(a.st_ino, os.O_RDONLY, CTX)
     assert info.keep_cache
-    assert ops._handles[info.fh].fd == -1  # nothing opened until the first read
+    assert ops.files.get(info.fh).fd == -1  # nothing opened until the first read
     assert open_fds() == fds
     body = OWN_A.encode()
     assert await ops.read(info.fh, 0, 4096) == body
-    assert ops._handles[info.fh].fd >= 0
+    assert ops.files.get(info.fh).fd >= 0
     assert await ops.read(info.fh, 2, 3) == body[2:5]
     assert await ops.read(info.fh, len(body) - 1, 100) == body[-1:]
     assert await ops.read(info.fh, len(body), 100) == b""
@@ -595,19 +590,36 @@ async def test_memory_md_reads_the_union(sample: Sample) -> None:
     assert await cat(ops, (await walk(ops, history)).st_ino) == WORK_MEMORY.encode()
 
 
-async def test_preamble_is_a_snapshot_the_page_cache_must_not_keep(sample: Sample) -> None:
+async def test_preamble_is_served_like_a_file_one_snapshot_per_open(sample: Sample) -> None:
     ops = sample.ops
     found = await walk(ops, f"{CLAUDE_SLUG}/PREAMBLE.md")
     info = await ops.open(found.st_ino, os.O_RDONLY, CTX)
-    assert not info.keep_cache
+    # Its real size, and the page cache (so mmap works), like any merged file (SPEC 6).
+    assert info.keep_cache
+    assert not info.direct_io
     body = await read_all(ops, info.fh)
+    assert found.st_size == len(body)
     assert await ops.read(info.fh, 10, 20) == body[10:30]
     assert f"{sample.mnt}/{CLAUDE_SLUG}".encode() in body
     assert D_BODY.encode() in body  # the newest file is inlined
-    await ops.release(info.fh)
     # The same sources give byte-identical output.
     assert await cat(ops, found.st_ino) == body
     assert len(body) <= cfg.PreambleSettings().budget
+    # The project changes: the open handle keeps its snapshot; a new open reads the new
+    # body, bypassing the pages of the old one until the kernel has dropped them.
+    write(sample.own / "fresh.md", "fresh\n", at(50))
+    rescan(ops)
+    ops.project_changed(ops.catalog.loaded()[CLAUDE_SLUG])
+    assert await read_all(ops, info.fh) == body
+    again = await ops.open(found.st_ino, os.O_RDONLY, CTX)
+    assert again.direct_io
+    assert not again.keep_cache
+    new = await read_all(ops, again.fh)
+    assert b"fresh.md" in new
+    assert new != body
+    await ops.release(again.fh)
+    await ops.release(info.fh)
+    assert ops.status()["open_handles"] == 0
 
 
 async def test_open_of_what_is_no_file(sample: Sample) -> None:
@@ -680,7 +692,7 @@ async def test_create_lands_in_the_own_folder_as_a_real_file(sample: Sample) -> 
     target = sample.own / "new.md"
     assert stat.S_ISREG(attrs.st_mode)
     assert attrs.st_size == 0
-    assert ops._lookups[attrs.st_ino] == 1
+    assert ops.inodes._lookups[attrs.st_ino] == 1
     # The name answers through the mount at once.
     assert (await ops.lookup(project.st_ino, b"new.md", CTX)).st_ino == attrs.st_ino
     assert await ops.write(info.fh, 0, b"hello ") == 6
@@ -978,7 +990,9 @@ async def test_a_change_made_directly_in_a_source_invalidates_the_kernels_view(
     # The name still holds a file: its dentry stays, its attributes and pages go.
     assert drain(ops) == {
         ("inode", b.st_ino, b""),
-        ("inode", preamble.st_ino, b""),  # derived files change with their inputs
+        # Derived files change with their inputs: PREAMBLE.md is looked up again, and its
+        # new rendering gets a new inode.
+        ("entry", project.st_ino, b"PREAMBLE.md"),
         ("inode", memory.st_ino, b""),
     }
     attrs = await ops.getattr(b.st_ino, CTX)
@@ -1009,19 +1023,25 @@ async def test_a_file_appearing_or_vanishing_in_a_source_invalidates_its_entry(
 
 
 async def test_a_project_appearing_in_a_source_invalidates_its_root_entry(
-    sample: Sample,
+    sample: Sample, readdir_reply: None
 ) -> None:
     ops = sample.ops
     slug = "-home-a-brand-new"
-    assert await fuse_errno(ops.lookup(ROOT_INODE, slug.encode(), CTX)) == errno.ENOENT
+    # No source has it yet: an empty project (SPEC 4), not listed at the root.
+    empty = await ops.lookup(ROOT_INODE, slug.encode(), CTX)
+    assert await fuse_errno(ops.lookup(empty.st_ino, b"n.md", CTX)) == errno.ENOENT
+    assert slug not in await listing(ops, ROOT_INODE)
     settled(ops)
     write(sample.home.memory(".claude-work", slug) / "n.md", "n\n", at(1))
     work = [s.name for s in ops.config.sources].index("work")
     assert ops.catalog.folder_added(work, slug) == slug
     ops.root_changed(slug)
-    assert drain(ops) == {("entry", ROOT_INODE, slug.encode())}
+    assert ("entry", ROOT_INODE, slug.encode()) in drain(ops)
+    ops.catalog.loaded()[slug].rescan(0)  # what the watcher then reads, off the thread
     project = await ops.lookup(ROOT_INODE, slug.encode(), CTX)
+    assert project.st_ino == empty.st_ino  # the same folder, now with memory
     assert (await ops.lookup(project.st_ino, b"n.md", CTX)).st_size == 2
+    assert slug in await listing(ops, ROOT_INODE)
 
 
 async def test_a_write_through_the_mount_invalidates_the_written_file(sample: Sample) -> None:
@@ -1032,7 +1052,9 @@ async def test_a_write_through_the_mount_invalidates_the_written_file(sample: Sa
     await write_through(ops, a.st_ino, b"new a\n", os.O_WRONLY | os.O_TRUNC)
     queued = drain(ops)
     assert ("inode", a.st_ino, b"") in queued
-    assert ("inode", preamble.st_ino, b"") in queued
+    assert ("entry", ops.inodes.known((CLAUDE_SLUG, "")), b"PREAMBLE.md") in queued
+    again = await ops.lookup(ops.inodes.known((CLAUDE_SLUG, "")), b"PREAMBLE.md", CTX)
+    assert again.st_ino != preamble.st_ino
 
 
 # --- xattr and statfs ------------------------------------------------------------------

@@ -270,12 +270,13 @@ def test_here_follows_each_callers_cwd(sandbox: Sandbox, mounts: Mounts) -> None
     assert b"REPO-HANDOFF" in sandbox.out("cat", here / "PREAMBLE.md", cwd=worktree)
     # Inside the mount, `here` is the project being walked.
     assert target(sandbox.mnt(slug_of(alpha))) == slug_of(alpha)
-    # A folder that is no project: the link dangles rather than pointing elsewhere.
+    # A folder with no memory yet: `here` still names a folder, holding only PREAMBLE.md
+    # (SPEC 4); it is not listed at the root until something is written into it.
     stray = sandbox.project_dir("stray")
     assert target(stray) == slug_of(Path(os.path.realpath(stray)))
-    done = sandbox.run("cat", here / "PREAMBLE.md", cwd=stray, check=False)
-    assert done.returncode != 0
-    assert b"No such file" in done.stderr
+    assert b"REPO-HANDOFF" not in sandbox.out("cat", here / "PREAMBLE.md", cwd=stray)
+    assert sandbox.out("ls", "-A", here / ".", cwd=stray).split() == [b"PREAMBLE.md"]
+    assert slug_of(Path(os.path.realpath(stray))).encode() not in sandbox.out("ls", sandbox.mnt())
 
 
 # --- changes made directly in a source --------------------------------------------------
@@ -372,7 +373,9 @@ def test_new_project_folder_appears_at_the_root(sandbox: Sandbox, mounts: Mounts
     mounts()
     assert os.listdir(sandbox.mountpoint)  # the root has been listed once
     late = slug_of(Path("/home/u/src/late"))
-    assert errno_of(os.stat, sandbox.mnt(late)) == errno.ENOENT
+    # No source has it yet: an empty folder holding only PREAMBLE.md, not listed (SPEC 4).
+    assert os.listdir(sandbox.mnt(late)) == ["PREAMBLE.md"]
+    assert late not in os.listdir(sandbox.mountpoint)
 
     # Claude Code makes projects/<slug>/ first and memory/ later; nothing looks the
     # project up before its file is complete (see test_mount_bugs.py for that race).
@@ -397,7 +400,8 @@ def test_new_project_folder_appears_at_the_root(sandbox: Sandbox, mounts: Mounts
     (sandbox.source("pi").root / "-home-u-src-late" / "pi.md").unlink()
     (sandbox.source("pi").root / "-home-u-src-late").rmdir()
     wait_until(lambda: late not in os.listdir(sandbox.mountpoint), SOON, "project gone")
-    wait_until(lambda: errno_of(os.stat, sandbox.mnt(late)) == errno.ENOENT, SOON, "ENOENT")
+    # Its name is a project with no memory again: an empty folder (SPEC 4).
+    wait_until(lambda: os.listdir(sandbox.mnt(late)) == ["PREAMBLE.md"], SOON, "empty again")
 
 
 # --- caching -----------------------------------------------------------------------------
@@ -452,10 +456,8 @@ def test_second_read_of_an_unchanged_file_reaches_no_read(sandbox: Sandbox, moun
     # Entries, attributes and pages cached: open, flush, release and nothing else.
     for counts in (warm_cat, warm_memory):
         assert counts == {"open": 1, "flush": 1, "release": 1}, counts
-    # PREAMBLE.md is computed per open: its pages are not kept, so it is read again.
-    assert warm_preamble.get("open", 0) == 1
-    assert warm_preamble.get("read", 0) >= 1
-    assert warm_preamble.get("lookup", 0) == 0
+    # PREAMBLE.md is served like a plain file (SPEC 6): pages kept, the same three requests.
+    assert warm_preamble == {"open": 1, "flush": 1, "release": 1}, warm_preamble
 
 
 def test_inode_numbers_are_stable_across_walks(sandbox: Sandbox, mounts: Mounts) -> None:
@@ -487,6 +489,10 @@ def test_inode_numbers_are_stable_across_walks(sandbox: Sandbox, mounts: Mounts)
     deploys = sandbox.mnt(SLUG, "deploys.md")
     wait_until(lambda: read(deploys) == b"Changed deploys\n", SOON, "change shown")
     again = walk()
+    # PREAMBLE.md's rendering changed with them: a new rendering is a new inode (SPEC 6:
+    # no cached page of one may mix with another).
+    preamble = str(sandbox.mnt(SLUG, "PREAMBLE.md"))
+    assert again.pop(preamble) != first.pop(preamble)
     common = {k: v for k, v in again.items() if k in first}
     assert common == {k: v for k, v in first.items() if k in again}
     # The work history of architecture.md has a new stamp, so a new name: the rest stays.

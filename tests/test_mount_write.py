@@ -1163,24 +1163,25 @@ def test_mkdir_and_rmdir(sandbox: Sandbox, rw: Writes) -> None:
     assert errno_of(os.stat, mnt("empty-dir")) == errno.ENOENT
     assert (sandbox.source("work").folder(SLUG) / "empty-dir").is_dir()
 
-    # At the root: a canonical slug makes a project folder in the own source.
+    # At the root every canonical slug is a folder already (SPEC 4: `here` never dangles),
+    # empty until its first write makes the own source's folder and lists it.
     new = slug_of(Path("/home/u/src/brand_new"))
-    sandbox.out("mkdir", sandbox.mnt(new))
-    assert sandbox.source("personal").folder(new).is_dir()
-    assert new in os.listdir(root)
+    assert child_errno(sandbox, "os.mkdir(args[0])", sandbox.mnt(new)) == "EEXIST"
+    sandbox.out("mkdir", "-p", sandbox.mnt(new))
+    assert not sandbox.source("personal").folder(new).exists()
+    assert new not in os.listdir(root)
     sh(sandbox, 'echo first > "$1"', sandbox.mnt(new, "first.md"))
     assert read(rw.own("first.md", slug=new)) == b"first\n"
+    assert new in os.listdir(root)
     # A name that is no canonical slug: EINVAL.
     assert child_errno(sandbox, "os.mkdir(args[0])", root / "notes") == "EINVAL"
     assert child_errno(sandbox, "os.mkdir(args[0])", root / "-home-u-src-brand_new") == "EINVAL"
     assert not (sandbox.source("personal").root / "notes").exists()
     # rmdir at the root: EPERM, even for an empty project.
     empty = slug_of(Path("/home/u/src/empty"))
-    sandbox.out("mkdir", sandbox.mnt(empty))
     assert child_errno(sandbox, "os.rmdir(args[0])", sandbox.mnt(empty)) == "EPERM"
     assert child_errno(sandbox, "os.rmdir(args[0])", sandbox.mnt(SLUG)) == "EPERM"
     assert "Operation not permitted" in fails(sandbox, "rmdir", sandbox.mnt(empty))
-    assert sandbox.source("personal").folder(empty).is_dir()
 
 
 # --- SPEC 7.3: chmod, utimens, truncate ------------------------------------------------
@@ -1309,7 +1310,7 @@ def test_no_own_source_refuses_writes_with_erofs(sandbox: Sandbox, rw: Writes) -
         ("os.rmdir(args[0])", mnt("empty-dir")),
         ("os.chmod(args[0], 0o600)", mnt("notes.md")),
         ("os.truncate(args[0], 0)", mnt("notes.md")),
-        ("os.mkdir(args[0])", sandbox.mnt(slug_of(Path("/home/u/src/new")))),
+        ("open(args[0], 'wb')", sandbox.mnt(slug_of(Path("/home/u/src/new")), "h.md")),
     ):
         assert child_errno(sandbox, statement, path) == "EROFS", statement
     assert child_errno(sandbox, "os.rename(*args)", mnt("notes.md"), mnt("n.md")) == "EROFS"

@@ -410,12 +410,6 @@ def test_set_attrs(place: Place) -> None:
     assert target.read_bytes() == b"012"
 
 
-def test_copy_tree_file(tmp_path: Path) -> None:
-    src = write(tmp_path / "src.md", "body")
-    staging.copy_tree_file(src, tmp_path / "dst.md")
-    assert (tmp_path / "dst.md").read_bytes() == b"body"
-
-
 # --- containment: no symlink below the source root -------------------------------------
 
 

@@ -88,11 +88,12 @@ async def test_files_in_a_new_folder_of_a_loaded_project_are_seen(tmp_path: Path
     (own / SLUG / "memory").mkdir(parents=True)
     config = load(tmp_path, {"own": own})
     catalog = Catalog(config)
-    project = catalog.project(SLUG)
-    assert project is not None
     recorder = Recorder()
     watcher = Watcher(catalog, recorder)
-    watcher.ensure(project)
+    # The first load runs in a worker thread: every folder is watched before it is scanned.
+    project = await watcher.load(SLUG)
+    assert project is not None
+    assert catalog.loaded()[SLUG] is project
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(watcher.run)
@@ -109,5 +110,32 @@ async def test_files_in_a_new_folder_of_a_loaded_project_are_seen(tmp_path: Path
             project._check()
             assert SLUG in recorder.projects
             nursery.cancel_scope.cancel()
+    finally:
+        watcher.close()
+
+
+async def test_one_load_per_project_however_many_wait(tmp_path: Path) -> None:
+    own = tmp_path / "own" / "projects"
+    for i in range(200):
+        path = own / SLUG / "memory" / f"d{i % 7}" / f"f{i}.md"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"{i}\n")
+    catalog = Catalog(load(tmp_path, {"own": own}))
+    watcher = Watcher(catalog, Recorder())
+    found: list[object] = []
+
+    async def ask() -> None:
+        found.append(await watcher.load(SLUG))
+
+    try:
+        async with trio.open_nursery() as nursery:
+            for _ in range(10):
+                nursery.start_soon(ask)
+        assert watcher.loads == 1
+        assert len(found) == 10
+        assert all(p is found[0] for p in found)
+        project = catalog.loaded()[SLUG]
+        assert len([p for p, _ in project.tree.leaves() if p.startswith("d")]) == 200
+        assert await watcher.load("-nobody-has-this") is None
     finally:
         watcher.close()

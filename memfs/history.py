@@ -1,0 +1,33 @@
+"""How versions are named under ``.history/``: the one place these names are spelled.
+
+SPEC 4, 7.2. Pure: no I/O, imports nothing of memfs. A version of ``<path>`` from source
+``<source>`` is ``.history/<path>/<source>@<UTC>.md``; a second version of the same second
+is ``<source>@<UTC>~2.md``, and so on, so names sort oldest first.
+"""
+
+from __future__ import annotations
+
+import time
+
+HISTORY = ".history"
+
+
+def stamp(mtime_ns: int) -> str:
+    """UTC, ISO 8601 basic format: sortable and free of ':' (which breaks some sync tools)."""
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(mtime_ns // 1_000_000_000))
+
+
+def version_name(source: str, mtime_ns: int, n: int = 1) -> str:
+    """The file name of the ``n``-th version of one second from ``source``."""
+    base = f"{source}@{stamp(mtime_ns)}"
+    return f"{base}.md" if n == 1 else f"{base}~{n}.md"
+
+
+def order(name: str) -> tuple[str, int]:
+    """(``<source>@<UTC>``, n) of a version's file name: sorts versions oldest first."""
+    base, _, n = name.removesuffix(".md").partition("~")
+    return (base, int(n) if n.isdigit() else 1)
+
+
+def in_history(path: str) -> bool:
+    return path == HISTORY or path.startswith(HISTORY + "/")

@@ -1,0 +1,147 @@
+"""What the kernel holds of the view, and telling it what to forget (SPEC 5.4, 7.1).
+
+Adapter side: knows pyfuse3 and trio. The one place that decides how an open is served, so
+that no read ever combines two versions:
+
+* Every open reads one version, fixed when it opened (the handle holds that version's
+  descriptor, or its bytes for a synthetic file); its *token* names that version.
+* The kernel's page cache of an inode may hold pages of one version only: the *cached*
+  token. An open is served through the page cache only when nothing the kernel holds of
+  the inode can be older than the open's version: no invalidation of it is still queued,
+  and no open of another version is filling pages. If the cache holds this very version
+  (or nothing), its pages are kept (``keep_cache``); if it may hold another and nobody
+  reads that one any more, the open drops them (``keep_cache=False``) and the cache now
+  holds this version.
+* Otherwise the open is served with direct I/O: every read comes from the handle's own
+  version, and direct reads are not capped by a size the kernel may hold from an older
+  version.
+* A change queues its invalidations at once (the view first, then the queue), so an open
+  after a commit returns or after memfs saw a change on disk already takes the direct path
+  until the kernel has forgotten the old version.
+
+Invalidations are sent by `Kernel.run`, a task of its own, from a worker thread: a notify
+sent inside a handler can deadlock the mount (FUSE-NOTES).
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import math
+import os
+from collections import Counter
+from collections.abc import Hashable
+from dataclasses import dataclass
+
+import pyfuse3
+import trio
+
+log = logging.getLogger(__name__)
+
+Token = Hashable  # names one version of a file's bytes
+
+
+@dataclass
+class _Cached:
+    token: Token
+    readers: int = 0  # opens served through the page cache that are still open
+
+
+class Kernel:
+    """The page-cache rule above, and the queue of invalidations."""
+
+    def __init__(self) -> None:
+        self._send, self._receive = trio.open_memory_channel[tuple[str, int, bytes]](math.inf)
+        self.enabled = True  # off in adapter tests, where no kernel is attached
+        self._queued: Counter[int] = Counter()  # inode -> invalidations queued, not sent
+        self._cached: dict[int, _Cached] = {}
+        self.sent = 0
+        self.errors = 0
+
+    # --- serving an open ------------------------------------------------------------
+
+    def open(self, ino: int, token: Token) -> bool | None:
+        """How to serve an open of ``ino`` reading version ``token``: True through the
+        page cache, its pages kept; False through the page cache, dropping what it holds
+        first; None with direct I/O. Pair every non-None answer with `closed`."""
+        if self._queued[ino]:
+            return None
+        cached = self._cached.get(ino)
+        if cached is None:
+            # Nothing of it is cached: pages were never read since the mount, or the last
+            # invalidation dropped them and nobody has read since.
+            self._cached[ino] = _Cached(token, 1)
+            return True
+        if cached.token == token:
+            cached.readers += 1
+            return True
+        if cached.readers:
+            return None  # another version is still being read into the cache
+        self._cached[ino] = _Cached(token, 1)
+        return False
+
+    def closed(self, ino: int) -> None:
+        """An open that `open` let use the page cache was released."""
+        cached = self._cached.get(ino)
+        if cached is not None and cached.readers:
+            cached.readers -= 1
+
+    def forgotten(self, ino: int) -> None:
+        """The kernel dropped the inode: nothing of it is cached any more."""
+        self._cached.pop(ino, None)
+
+    # --- invalidations --------------------------------------------------------------
+
+    def entry(self, parent: int, name: str) -> None:
+        """The kernel must look ``name`` up again in folder ``parent``."""
+        if self.enabled:
+            self._send.send_nowait(("entry", parent, os.fsencode(name)))
+
+    def inode(self, ino: int) -> None:
+        """The kernel must forget ``ino``'s attributes and pages."""
+        if self.enabled:
+            self._queued[ino] += 1
+            self._send.send_nowait(("inode", ino, b""))
+
+    def drain(self) -> set[tuple[str, int, bytes]]:
+        """Take everything queued (the adapter tests read what a change queued)."""
+        batch = set()
+        while True:
+            try:
+                batch.add(self._receive.receive_nowait())
+            except trio.WouldBlock:
+                return batch
+
+    async def run(self) -> None:
+        async with self._receive:
+            async for first in self._receive:
+                batch = {first} | self.drain()
+                queued = Counter(ino for kind, ino, _ in batch if kind == "inode")
+                counts = {ino: self._queued[ino] for ino in queued}
+                # Abandoned on unmount: a notify stuck in the kernel must not hold up the exit.
+                await trio.to_thread.run_sync(self._send_batch, batch, abandon_on_cancel=True)
+                for ino, n in counts.items():
+                    # Sent: the kernel holds nothing older than what was queued by then.
+                    left = self._queued[ino] - n
+                    if left > 0:
+                        self._queued[ino] = left
+                    else:
+                        del self._queued[ino]
+                        cached = self._cached.get(ino)
+                        if cached is not None and not cached.readers:
+                            del self._cached[ino]  # the kernel dropped those pages
+
+    def _send_batch(self, batch: set[tuple[str, int, bytes]]) -> None:
+        # Entries first: a dropped dentry makes the next walk look the name up again.
+        for kind, ino, name in sorted(batch, key=lambda b: b[0]):
+            try:
+                if kind == "entry":
+                    pyfuse3.invalidate_entry(ino, name)
+                else:
+                    pyfuse3.invalidate_inode(ino)
+                self.sent += 1
+            except OSError as exc:
+                # ENOENT: the kernel had no such entry or inode cached; nothing to forget.
+                if exc.errno != errno.ENOENT:
+                    self.errors += 1
+                    log.debug("invalidate %s %s %r: %s", kind, ino, name, exc)
