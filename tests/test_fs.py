@@ -19,7 +19,6 @@ from pathlib import Path
 
 import pyfuse3
 import pytest
-import trio
 from fakes import FakeContext, FakeToken, fake_readdir_reply
 from helpers import CLAUDE_SLUG, PI_SLUG, FakeHome, at, fake_home, write
 
@@ -981,7 +980,7 @@ async def test_a_change_made_directly_in_a_source_invalidates_the_kernels_view(
     ops = sample.ops
     project = await walk(ops, CLAUDE_SLUG)
     b = await ops.lookup(project.st_ino, b"b.md", CTX)
-    preamble = await ops.lookup(project.st_ino, b"PREAMBLE.md", CTX)
+    await ops.lookup(project.st_ino, b"PREAMBLE.md", CTX)
     memory = await ops.lookup(project.st_ino, b"MEMORY.md", CTX)
     settled(ops)
     body = "b changed directly in the source, and longer\n"
