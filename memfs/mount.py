@@ -176,13 +176,19 @@ def prepare(config: Config, mountpoint: Path) -> Path:
         raise MountError(f"cannot create mountpoint {mountpoint}: {exc.strerror}") from None
     if not mountpoint.is_dir():
         raise MountError(f"mountpoint {mountpoint} is not a folder; choose a folder")
+    # First: refused or not, nothing more may land there.
+    if not bare.seal(mountpoint) and os.access(mountpoint, os.W_OK):
+        log.warning(
+            "cannot take write permission away from %s (not your folder): while memfs is "
+            "not mounted, writes there land on the bare disk; prefer a folder you own",
+            mountpoint,
+        )
     try:
         bare.refuse_if_not_empty(config, mountpoint)
     except bare.NotEmptyError as exc:
         raise MountError(str(exc)) from None
     except OSError as exc:
         raise MountError(f"cannot list mountpoint {mountpoint}: {exc.strerror}") from None
-    bare.seal(mountpoint)
     if not os.path.exists("/dev/fuse"):
         raise MountError("/dev/fuse is missing; load the fuse module (modprobe fuse)")
     return mountpoint

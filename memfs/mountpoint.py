@@ -70,7 +70,9 @@ def seal(target: Path | int) -> bool:
         if mode & WRITE_BITS:
             os.chmod(target, mode & ~WRITE_BITS)
     except OSError as exc:
-        log.warning("cannot take write permission away from mountpoint %s: %s", target, exc)
+        # Not ours (another user's folder): what matters is whether we can write there,
+        # and prepare() says so.
+        log.debug("cannot take write permission away from mountpoint %s: %s", target, exc)
         return False
     return True
 
@@ -109,23 +111,35 @@ def refuse_if_not_empty(config: Config, mountpoint: Path, found: list[str] | Non
 def not_empty_message(config: Config, mountpoint: Path, names: list[str]) -> str:
     shown = names[:NAMED]
     more = f" and {len(names) - NAMED} more" if len(names) > NAMED else ""
-    listed = ", ".join(_describe(mountpoint / name) for name in shown)
-    moves = "; ".join(move_command(config, mountpoint, name) for name in shown)
+    listed = ", ".join(_describe(config, mountpoint / name) for name in shown)
+    moves = " && ".join(move_command(config, mountpoint, name) for name in shown)
+    # The folder is sealed: the user's write permission comes back just for the move.
+    q = shlex.quote(str(mountpoint))
     return (
         f"mountpoint {mountpoint} is not empty: it holds {listed}{more}, written while memfs "
-        f"was not mounted, which a mount would hide; move it first: {moves}"
+        f"was not mounted, which a mount would hide; move it first: chmod u+w {q} && "
+        f"{moves} && chmod a-w {q}"
     )
 
 
-def _describe(path: Path) -> str:
+def _describe(config: Config, path: Path) -> str:
+    """The entry's name, with what the command does with it when that is not obvious."""
+    if not _is_project_folder(config, path):
+        where = "no own source to move it to" if config.own is None else "in no project"
+        return f"{path.name} ({where}: moved to the home folder)"
+    count = sum(len(files) for _, _, files in os.walk(path))
+    counted = f"{count} file{'s' if count != 1 else ''}"
+    if path.name == HERE:
+        return f"{HERE}/ ({counted}, from a project's folder: run the command there)"
+    return f"{path.name}/ ({counted})"
+
+
+def _is_project_folder(config: Config, path: Path) -> bool:
     try:
         is_dir = stat.S_ISDIR(os.lstat(path).st_mode)
     except OSError:
-        is_dir = False
-    if not is_dir:
-        return path.name
-    count = sum(len(files) for _, _, files in os.walk(path))
-    return f"{path.name}/ ({count} file{'s' if count != 1 else ''})"
+        return False
+    return config.own is not None and is_dir and (path.name.startswith("-") or path.name == HERE)
 
 
 def move_command(config: Config, mountpoint: Path, name: str) -> str:
@@ -138,16 +152,14 @@ def move_command(config: Config, mountpoint: Path, name: str) -> str:
     source = mountpoint / name
     q = shlex.quote
     own = config.own
-    is_dir = os.path.isdir(source) and not os.path.islink(source)
-    if own is None or not is_dir or not (name.startswith("-") or name == HERE):
-        why = "no own source" if own is None else "in no project"
-        return f"({why}) mv -n {q(str(source))} {q(str(config.home))}/"
+    if own is None or not _is_project_folder(config, source):
+        return f"mv -n {q(str(source))} {q(str(config.home))}/"
     if name == HERE:
-        # The slug is the project of whoever wrote there: only they know; run it there.
-        dest = f'{q(str(own.root))}/"$(memfs slug)"'
-        dest = "/".join([dest, *map(q, own.tail)])
+        # The slug is the project of whoever wrote there: run in its folder, `memfs slug`
+        # names it.
+        dest = "/".join([f'{q(str(own.root))}/"$(memfs slug)"', *map(q, own.tail)])
         return (
-            f'in that project\'s folder: d={dest} && mkdir -p "$d" && '
+            f'd={dest} && mkdir -p "$d" && '
             f'cp -a --backup=numbered {q(str(source))}/. "$d"/ && rm -r {q(str(source))}'
         )
     dest_path = own.folder(name)
