@@ -300,6 +300,9 @@ def run_foreground(
     config: Config, mountpoint: Path, options: Sequence[str] = (), debug: bool = False
 ) -> int:
     """Mount and serve until unmounted or signalled; returns the exit code."""
+    # Started by start_background, which holds them back while it forks: until the mount
+    # exists, a stop signal needs no cleanup and may end the process at once.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
     mountpoint = prepare(config, mountpoint)
     faulthandler.register(signal.SIGUSR1)
     ops = MemFS(config, mountpoint)
@@ -433,17 +436,26 @@ def start_background(
         outer = os.environ if base_env is None else base_env
         env = {k: v for k, v in outer.items() if k != "NOTIFY_SOCKET"}
         env[READY_SOCKET_VAR] = sock_path
-        with open(log_path, "ab") as log_file:
-            child = subprocess.Popen(
-                daemon_command(argv),
-                cwd="/",
-                stdin=subprocess.DEVNULL,
-                stdout=log_file,
-                stderr=log_file,
-                env=env,
-                start_new_session=True,
-            )
+        # A Ctrl-C (or the demo's SIGTERM/SIGHUP) while Popen forks and execs would leave a
+        # child nobody knows of, which then mounts on its own: hold stop signals back until
+        # `child` is known. The child inherits the mask; run_foreground lifts it first thing.
+        signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
         try:
+            with open(log_path, "ab") as log_file:
+                child = subprocess.Popen(
+                    daemon_command(argv),
+                    cwd="/",
+                    stdin=subprocess.DEVNULL,
+                    stdout=log_file,
+                    stderr=log_file,
+                    env=env,
+                    start_new_session=True,
+                )
+        except BaseException:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+            raise
+        try:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # a pending one lands here
             _wait_ready(sock, child, timeout, log_path)
         except BaseException:
             # Interrupted or failed: the child must not mount on its own afterwards, nor
