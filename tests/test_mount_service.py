@@ -1144,3 +1144,36 @@ def test_background_mount_from_a_folder_holding_an_empty_memfs_folder(
     assert read(sandbox.mnt(SLUG, "notes.md")) == NOTES
     assert sandbox.memfs("umount", sandbox.mountpoint).returncode == 0
     assert not alive(pid)
+
+
+WRITE_DURING_MOUNT = """\
+import sys
+from pathlib import Path
+import memfs.mount
+from memfs.cli import main
+
+real_init = memfs.mount.pyfuse3.init
+
+def init_after_a_write(ops, mountpoint, options):
+    # An agent's write that lands in the moment the bare folder is writable for the mount.
+    (Path(mountpoint) / "raced.md").write_text("written while mounting\\n")
+    real_init(ops, mountpoint, options)
+
+memfs.mount.pyfuse3.init = init_after_a_write
+raise SystemExit(main(sys.argv[1:]))
+"""
+
+
+def test_a_write_while_mounting_undoes_the_mount(sandbox: Sandbox, mounts: Mounts) -> None:
+    """The bare folder is writable for the moment of the mount: anything that lands in it
+    then is found under the new mount, through a descriptor, and the mount is undone."""
+    shop(sandbox)
+    argv = [sys.executable, "-c", WRITE_DURING_MOUNT, "mount", "--foreground"]
+    argv += [str(sandbox.mountpoint), "--config", str(sandbox.config_path)]
+    daemon = start_daemon(mounts, Daemon(sandbox, argv, sandbox.mountpoint), wait=False)
+    assert daemon.wait_exit(MOUNT_DEADLINE) == 2, daemon.log_text()
+    (line,) = [ln for ln in daemon.log_text().splitlines() if ln.startswith("memfs: ")]
+    assert f"mountpoint {daemon.mountpoint} is not empty: it holds raced.md" in line
+    assert not in_mountinfo(daemon.mountpoint)
+    assert os.listdir(sandbox.mountpoint) == ["raced.md"]
+    assert stat.S_IMODE(sandbox.mountpoint.stat().st_mode) & 0o222 == 0
