@@ -54,7 +54,7 @@ from mounting import (
     wait_until,
 )
 
-from memfs.service import UNIT_NAME, memfs_command
+from memfs.service import UNIT_NAME, install, memfs_command
 
 pytestmark = MOUNT_MARKS
 
@@ -464,15 +464,24 @@ def discovered_names(box: Sandbox) -> list[str]:
     return names
 
 
-@pytest.mark.parametrize("config", ["discovered", "xdg_config_home"])
+@pytest.mark.parametrize("config", ["discovered", "python_m", "xdg_config_home"])
 def test_installed_exec_start_run_by_hand_mounts(
     sandbox: Sandbox, mounts: Mounts, config: str
 ) -> None:
     shop(sandbox)
     home = sandbox.env["HOME"]
+    exec_start = memfs_command()
     if config == "discovered":
         # The default mountpoint, %h/memfs; sources found in the sandbox home.
         text = install_unit(sandbox)
+        env = unit_env(sandbox)
+        mountpoint = Path(home) / "memfs"
+    elif config == "python_m":
+        # The unit for an interpreter with no memfs script beside it. It runs in the home
+        # folder, next to the empty ~/memfs: without -P, Python would import that.
+        exec_start = [sys.executable, "-P", "-m", "memfs"]
+        install(None, now=False, env=sandbox.env, exec_start=exec_start)
+        text = (Path(sandbox.env["XDG_CONFIG_HOME"]) / "systemd" / "user" / UNIT_NAME).read_text()
         env = unit_env(sandbox)
         mountpoint = Path(home) / "memfs"
     else:
@@ -484,20 +493,25 @@ def test_installed_exec_start_run_by_hand_mounts(
         mountpoint = sandbox.mountpoint
 
     (start,) = unit_values(text, "ExecStart")
-    if config == "discovered":
+    if config != "xdg_config_home":
         assert start.endswith(" --foreground %h/memfs"), start  # expanded below
     command = exec_line(start, home)
-    assert command.argv == [*memfs_command(), "mount", "--foreground", str(mountpoint)]
+    assert command.argv == [*exec_start, "mount", "--foreground", str(mountpoint)]
     pre = run_exec_start_pre(text, env)
     # Nothing to clear on a clean start: the '-' prefix is what keeps that from failing.
     assert pre[0].returncode != 0
     assert mountpoint.is_dir()
-    if config == "discovered":  # made by `memfs service install`, without write permission
+    if config != "xdg_config_home":  # made by `memfs service install`, without write permission
         assert stat.S_IMODE(mountpoint.stat().st_mode) == 0o555
 
     with contextlib.closing(NotifySocket.path(sandbox.base)) as sock:
+        # A user manager runs a unit without WorkingDirectory= in the user's home.
         daemon = Daemon(
-            sandbox, command.argv, mountpoint, env=dict(env, NOTIFY_SOCKET=sock.address)
+            sandbox,
+            command.argv,
+            mountpoint,
+            env=dict(env, NOTIFY_SOCKET=sock.address),
+            cwd=Path(home),
         )
         start_daemon(mounts, daemon, wait=False)
         assert daemon.proc is not None
@@ -506,7 +520,7 @@ def test_installed_exec_start_run_by_hand_mounts(
         assert read(mountpoint / SLUG / "notes.md") == NOTES
         assert ready.pid == daemon.pid, "systemd would drop READY=1 from another process"
         assert sorted(s["name"] for s in daemon.status()["sources"]) == sorted(
-            ["personal", "work", "pi"] if config != "discovered" else discovered_names(sandbox)
+            ["personal", "work", "pi"] if config == "xdg_config_home" else discovered_names(sandbox)
         )
 
         daemon.signal(signal.SIGTERM)
