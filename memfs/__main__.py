@@ -1,7 +1,10 @@
 """``python -m memfs``: the same entry point as the ``memfs`` console script.
 
-The systemd unit falls back to this when no ``memfs`` script sits beside the
-interpreter (see ``memfs.service.memfs_command``).
+The background daemon of ``memfs mount`` runs through this (``mount.daemon_command``),
+and so does the systemd unit when no ``memfs`` script sits beside the interpreter
+(``service.memfs_command``); both pass ``-P``, because plain ``-m`` would import an
+empty ``memfs/`` folder in the current folder (the default mountpoint, in the home)
+instead of this package.
 """
 
 from memfs.cli import main

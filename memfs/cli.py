@@ -1,8 +1,17 @@
-"""The `memfs` command: argument parsing, one-line user errors, and dispatch.
+"""The `memfs` command: argument parsing, one-line user errors, and dispatch (SPEC 8).
 
-SPEC 8. Imports the mount modules lazily, so commands that need no mount (slug, sources,
-preamble) work without pyfuse3 loaded. A user error is one line on stderr naming the cause
-and the fix, and exit code 2; never a traceback.
+Its role: turn a command line into calls of the core (config, slug, catalog, adopt) and
+of the mount modules (mount, service, demo), and every failure into one line on stderr
+naming the cause and the fix, exit code 2 for a user error; never a traceback.
+
+Must not import pyfuse3, trio, fs or mount at module level: those are imported inside the
+commands that mount, so that slug, sources, preamble, status and adopt work (and start
+fast) without pyfuse3 loaded. ``format_status`` is pure, so status output is testable with
+a made-up status.
+
+Threading: plain synchronous code on the caller's one thread. The daemon itself runs in
+``mount.run_foreground`` (the same process with --foreground, a child otherwise); the only
+signal handlers set here are the foreground demo's, for the time it waits.
 """
 
 from __future__ import annotations
@@ -17,11 +26,10 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from memfs import __version__, config, slug
 from memfs.catalog import Catalog
@@ -220,14 +228,19 @@ def cmd_mount(args: argparse.Namespace, env: Mapping[str, str]) -> int:
 
 
 def cmd_umount(args: argparse.Namespace, env: Mapping[str, str]) -> int:
-    from memfs import mount
+    from memfs import demo, mount
+    from memfs import mountpoint as bare
 
     mountpoint = Path(os.path.abspath(args.mountpoint or default_mountpoint(env)))
     if mount.clear_stale(mountpoint):  # dead or hung: detached (and aborted if hung)
-        return 0
-    if mount.fuse_connection(mountpoint) is None and not mount.is_mounted(mountpoint):
+        bare.seal(mountpoint)
+    elif bare.fuse_connection(mountpoint) is None and not mount.is_mounted(mountpoint):
         raise UserError(f"nothing is mounted at {mountpoint}; check the path")
-    mount.unmount(mountpoint)
+    else:
+        mount.stop(mountpoint)  # returns once the daemon has exited
+    removed = demo.remove_if_sample(mountpoint)
+    if removed is not None:
+        print(f"removed the demo's sample folder {removed}")
     return 0
 
 
@@ -248,18 +261,65 @@ def cmd_status(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     if args.json:
         print(json.dumps(status, indent=2, sort_keys=True))
         return 0
-    print(f"mountpoint: {status['mountpoint']} (pid {status['pid']})")
-    for s in status["sources"]:  # type: ignore[attr-defined]
-        print(f"  source {'own ' if s['own'] else ''}{s['name']}: {s['path']}")
-    print(f"projects: {status['projects_listed']} listed, {status['projects_loaded']} loaded")
-    left_out = status["left_out"]
-    print(f"files: {status['files']} shown, {len(left_out)} left out")  # type: ignore[arg-type]
-    for item in left_out[:20]:  # type: ignore[index]
-        print(f"  left out {item['project']}/{item['path']} ({item['source']}): {item['why']}")
-    print(f"requests: {status['requests_total']} {status['requests']}")
-    print(f"invalidations: {status['invalidations']} (errors {status['invalidation_errors']})")
-    print(f"commits: {status['commits']}, inodes: {status['inodes']}")
+    print("\n".join(format_status(status)))
     return 0
+
+
+# Claude Code loads this much of MEMORY.md at session start (constants in its binary).
+CLAUDE_LINES = 200
+CLAUDE_BYTES = 25_000
+SHOWN = 20  # items of one list printed by `memfs status`; --json has them all
+
+
+def format_status(status: Mapping[str, Any]) -> list[str]:
+    """The lines of `memfs status` for a status as the daemon reports it.
+
+    Parts a daemon does not report (an older memfs) are left out, not an error.
+    """
+    lines = [f"mountpoint: {status['mountpoint']} (pid {status['pid']})"]
+    for s in status["sources"]:
+        lines.append(f"  source {'own ' if s['own'] else ''}{s['name']}: {s['path']}")
+    lines.append(
+        f"projects: {status['projects_listed']} listed, {status['projects_loaded']} loaded"
+    )
+    left_out = status["left_out"]
+    lines.append(f"files: {status['files']} shown, {len(left_out)} left out")
+    lines += _listed(
+        left_out,
+        lambda i: f"  left out {i['project']}/{i['path']} ({i['source']}): {i['why']}",
+    )
+    over = status.get("memory_over_limit") or []
+    if over:
+        lines.append(
+            f"MEMORY.md longer than Claude Code loads ({CLAUDE_LINES} lines or "
+            f"{CLAUDE_BYTES:,} bytes) in {len(over)} project{'s' if len(over) != 1 else ''}:"
+        )
+        lines += _listed(
+            over,
+            lambda i: (
+                f"  {i['project']}: {i['lines']} lines, {i['bytes']:,} bytes; "
+                f"{i['beyond']} linked topic{'s' if i['beyond'] != 1 else ''} beyond the limit"
+            ),
+        )
+    stale = status.get("stale_own_heads") or []
+    if stale:
+        lines.append(f"own files older than another source's version: {len(stale)}")
+        lines += _listed(
+            stale, lambda i: f"  {i['project']}/{i['path']}: newer is {i['project']}/{i['newer']}"
+        )
+    lines.append(f"requests: {status['requests_total']} {status['requests']}")
+    lines.append(
+        f"invalidations: {status['invalidations']} (errors {status['invalidation_errors']})"
+    )
+    lines.append(f"commits: {status['commits']}, inodes: {status['inodes']}")
+    return lines
+
+
+def _listed(items: Sequence[Any], line: Callable[[Any], str]) -> list[str]:
+    shown = [line(item) for item in items[:SHOWN]]
+    if len(items) > SHOWN:
+        shown.append(f"  ... and {len(items) - SHOWN} more (memfs status --json lists all)")
+    return shown
 
 
 class _Stop(Exception):
@@ -273,8 +333,8 @@ def _raise_stop(signum: int, frame: object) -> None:
 def cmd_demo(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     from memfs import demo, mount
 
-    base = Path(tempfile.mkdtemp(prefix="memfs-demo-"))
-    mnt = base / "mnt"
+    base = demo.make_base()
+    mnt = base / demo.MOUNT_NAME
     pid: int | None = None
     keep = False
     # Ctrl-C, a closed terminal or a kill all clean up, even while the demo is starting.
@@ -292,7 +352,7 @@ def cmd_demo(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         print(_demo_text(mnt, home, mnt / str(places["slug"]), places["personal"], pid))
         if args.background:
             keep = True
-            print(f"Stop it with: memfs umount {mnt} && rm -rf {base}")
+            print(f"Stop it with: memfs umount {mnt}   # also removes {base}")
             return 0
         print("Press Ctrl-C to unmount and clean up.")
         sys.stdout.flush()

@@ -1,17 +1,51 @@
-"""A ready sample of several accounts, for `memfs demo` and for tests.
+"""A ready sample of several accounts, for `memfs demo` and for tests (SPEC 8).
 
-Pure core: imports neither pyfuse3 nor trio. Writes only below the folder it is given.
+Its role: build the sample (two Claude Code accounts and a pi folder sharing a project, one
+more project) in a folder of its own, and recognise and remove that folder when the demo's
+mount ends. Pure core: imports neither pyfuse3, trio nor the mount modules, so a test can
+build the sample without FUSE. Plain synchronous code, called from the command's one
+thread. Writes only below the folder it is given, and removes only a folder it marked.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import time
 from pathlib import Path
 
 from memfs.slug import claude_slug
 
 DAY_NS = 86_400 * 1_000_000_000
+PREFIX = "memfs-demo-"
+# Marks a folder as a demo's, so that `memfs umount` of its mount removes it and nothing else.
+MARKER = ".memfs-demo"
+MOUNT_NAME = "mnt"
+
+
+def make_base() -> Path:
+    """A new temporary folder for one demo: ``home/``, ``state/``, ``config.toml``, ``mnt/``."""
+    base = Path(tempfile.mkdtemp(prefix=PREFIX))
+    (base / MARKER).write_text("memfs demo: removed by 'memfs umount' of mnt/\n", "utf-8")
+    return base
+
+
+def sample_base(mountpoint: Path) -> Path | None:
+    """The demo folder whose mount is ``mountpoint``, or None for any other mountpoint."""
+    base = mountpoint.parent
+    if mountpoint.name == MOUNT_NAME and base.name.startswith(PREFIX) and (base / MARKER).is_file():
+        return base
+    return None
+
+
+def remove_if_sample(mountpoint: Path) -> Path | None:
+    """Remove the demo folder of an unmounted demo mount; returns it, or None if not a demo."""
+    base = sample_base(mountpoint)
+    if base is None or os.path.ismount(mountpoint):
+        return None
+    shutil.rmtree(base, ignore_errors=True)
+    return base
 
 
 def _write(path: Path, text: str, age_days: float) -> None:

@@ -1,18 +1,34 @@
 """Mounting: FUSE init, the trio main loop, signals, sd_notify, stale mounts, background mode.
 
-SPEC 8, 9. Knows pyfuse3 and trio. The contract with systemd and with `memfs mount`:
-READY=1 is sent only once the mount answers a real stat through the kernel; SIGTERM and
-SIGINT unmount cleanly and exit 0; a crash leaves the mount dead (ENOTCONN) rather than an
-empty folder an agent might refill.
+SPEC 8, 9. Its role: everything between a checked Config and a serving mount, and back:
+ready the mountpoint (containment, stale mounts, an empty sealed folder, see
+memfs.mountpoint), mount it, serve until stopped, unmount; start and stop a daemon for
+`memfs mount` and `memfs umount`. The contract with systemd and with `memfs mount`: READY=1
+is sent only once the mount answers a real stat through the kernel; SIGTERM and SIGINT
+unmount cleanly and exit 0; a crash leaves the mount dead (ENOTCONN) rather than an empty
+folder an agent might refill; a refused mount says fusermount3's reason and the fix.
+
+Imports: with fs.py, the only module that knows pyfuse3 and trio's main loop; nothing of
+the core imports it, and cli.py imports it only inside the commands that mount. It must not
+import cli (no cycle: the daemon reports errors by raising MountError).
+
+Threading: ``run_foreground`` owns the process's main thread: ``pyfuse3.init`` there, then
+``trio.run`` of ``_serve``, whose tasks (invalidator, watcher, signals, readiness) all run
+on that one trio thread; blocking work (the readiness stat, the stale-stage sweep) goes to
+``trio.to_thread``. Stop signals are blocked from just before the mount until the signal
+task listens. ``probe`` runs its statfs in a daemon thread so that a hung mount costs a
+timeout, not the caller. Everything else here is synchronous and runs before or after the
+trio loop (or in the parent process, for background mode).
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import faulthandler
+import json
 import logging
 import os
-import re
 import shutil
 import signal
 import socket
@@ -22,15 +38,17 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import pyfuse3
 import trio
 
+from memfs import mountpoint as bare
 from memfs import notify, sources, staging
 from memfs.config import Config, ConfigError, check_mount
-from memfs.fs import MemFS
+from memfs.fs import STATUS_XATTR, MemFS
+from memfs.mountpoint import fuse_connection
 from memfs.watch import Watcher
 
 log = logging.getLogger(__name__)
@@ -48,27 +66,6 @@ class MountError(Exception):
 
 FUSECTL = Path("/sys/fs/fuse/connections")
 PROBE_SECONDS = 3.0
-
-
-def fuse_connection(mountpoint: Path) -> int | None:
-    """The FUSE connection mounted at ``mountpoint``, read from mountinfo without touching
-    the mount (a hung one would hang whoever stats it)."""
-    target = os.path.abspath(mountpoint)
-    try:
-        with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as f:
-            lines = f.readlines()
-    except OSError:
-        return None
-    found = None
-    for line in lines:
-        fields = line.split()
-        if len(fields) < 5 or "-" not in fields:
-            continue
-        where = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4])
-        fstype = fields[fields.index("-") + 1]
-        if where == target and fstype.startswith("fuse"):
-            found = int(fields[2].split(":")[1])  # the last mount there wins
-    return found
 
 
 def probe(mountpoint: Path, timeout: float = PROBE_SECONDS) -> str:
@@ -158,7 +155,10 @@ def unmount(mountpoint: Path, *, lazy: bool = False) -> None:
 
 
 def prepare(config: Config, mountpoint: Path) -> Path:
-    """Check and ready the mountpoint: containment, stale mounts, existence."""
+    """Check and ready the mountpoint: containment, stale mounts, existence, emptiness.
+
+    The folder is created, or left, without write permission (see memfs.mountpoint).
+    """
     mountpoint = Path(os.path.abspath(mountpoint))
     clear_stale(mountpoint)  # first: a hung mount would hang every check below
     check_mount(config, mountpoint)
@@ -167,14 +167,120 @@ def prepare(config: Config, mountpoint: Path) -> Path:
             f"{mountpoint} is already a mount point; run 'memfs umount {mountpoint}' first"
         )
     try:
-        mountpoint.mkdir(parents=True, exist_ok=True)
+        mountpoint.parent.mkdir(parents=True, exist_ok=True)
+        # Born sealed: no moment in which an agent could write onto the bare disk.
+        os.mkdir(mountpoint, 0o555)
+    except FileExistsError:
+        pass
     except OSError as exc:
         raise MountError(f"cannot create mountpoint {mountpoint}: {exc.strerror}") from None
     if not mountpoint.is_dir():
         raise MountError(f"mountpoint {mountpoint} is not a folder; choose a folder")
+    # First: refused or not, nothing more may land there.
+    if not bare.seal(mountpoint) and os.access(mountpoint, os.W_OK):
+        log.warning(
+            "cannot take write permission away from %s (not your folder): while memfs is "
+            "not mounted, writes there land on the bare disk; prefer a folder you own",
+            mountpoint,
+        )
+    try:
+        bare.refuse_if_not_empty(config, mountpoint)
+    except bare.NotEmptyError as exc:
+        raise MountError(str(exc)) from None
+    except OSError as exc:
+        raise MountError(f"cannot list mountpoint {mountpoint}: {exc.strerror}") from None
     if not os.path.exists("/dev/fuse"):
         raise MountError("/dev/fuse is missing; load the fuse module (modprobe fuse)")
     return mountpoint
+
+
+def mount_kernel(config: Config, ops: MemFS, mountpoint: Path, options: set[str]) -> None:
+    """pyfuse3.init with the bare folder writable only for that moment.
+
+    fusermount3 refuses a normal user a mountpoint without write permission, so the owner's
+    write bit is given back just before and taken away through a descriptor right after,
+    which reaches the bare folder under the new mount. Anything written into it in between
+    is found through the same descriptor, and the mount is undone rather than hide it.
+    """
+    fd = os.open(mountpoint, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        bare.unseal(fd)
+        try:
+            with _stderr_captured() as said:
+                pyfuse3.init(ops, str(mountpoint), options)
+        except RuntimeError as exc:
+            raise MountError(refusal(mountpoint, said.text, str(exc))) from None
+        finally:
+            bare.seal(fd)
+        if said.text.strip():
+            log.warning("while mounting: %s", " ".join(said.text.split()))
+        found = bare.entries(fd)
+        if found:
+            pyfuse3.close(unmount=True)
+            raise MountError(bare.not_empty_message(config, mountpoint, found))
+    finally:
+        os.close(fd)
+
+
+class _Captured:
+    text = ""
+
+
+@contextlib.contextmanager
+def _stderr_captured() -> Iterator[_Captured]:
+    """File descriptor 2 into a temporary file: libfuse runs fusermount3 with the daemon's
+    stderr, and that is the only place its reason for a refusal appears."""
+    captured = _Captured()
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as tmp:
+        os.dup2(tmp.fileno(), 2)
+        try:
+            yield captured
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+            captured.text = tmp.read().decode("utf-8", "replace")
+
+
+# What fusermount3 or libfuse said -> the fix, first match wins.
+_FIXES = (
+    (
+        "no write access to mountpoint",
+        "choose a mountpoint folder you own, such as ~/memfs (memfs makes it writable "
+        "only for the moment of mounting)",
+    ),
+    (
+        "failed to open /dev/fuse",
+        "your user may not use FUSE: /dev/fuse should be crw-rw-rw- "
+        "(sudo chmod 0666 /dev/fuse); in a container, pass --device /dev/fuse",
+    ),
+    (
+        "user_allow_other",
+        "add the line user_allow_other to /etc/fuse.conf, or mount without -o allow_other",
+    ),
+    ("failed to exec", "install the fuse3 package (fusermount3)"),
+    ("device not found", "load the fuse module (sudo modprobe fuse)"),
+    (
+        "Operation not permitted",
+        "this system lets no FUSE mount happen here; in a container, run it with "
+        "--device /dev/fuse --cap-add SYS_ADMIN",
+    ),
+)
+
+
+def refusal(mountpoint: Path, said: str, fallback: str) -> str:
+    """One line: why the kernel mount failed, in fusermount3's words, and the fix."""
+    lines = [" ".join(line.split()) for line in said.splitlines() if line.strip()]
+    ranked = [ln for ln in lines if ln.startswith(("fusermount3:", "fusermount:"))]
+    ranked = ranked or [ln for ln in lines if ln.startswith("fuse:")] or lines
+    reason = ranked[-1] if ranked else fallback
+    fix = next(
+        (fix for key, fix in _FIXES if key in reason),
+        "see README 'Troubleshooting'; 'memfs mount --foreground --debug' shows more",
+    )
+    return f"cannot mount {mountpoint}: {reason}; {fix}"
 
 
 def fuse_options(extra: Sequence[str], debug: bool) -> set[str]:
@@ -194,6 +300,9 @@ def run_foreground(
     config: Config, mountpoint: Path, options: Sequence[str] = (), debug: bool = False
 ) -> int:
     """Mount and serve until unmounted or signalled; returns the exit code."""
+    # Started by start_background, which holds them back while it forks: until the mount
+    # exists, a stop signal needs no cleanup and may end the process at once.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
     mountpoint = prepare(config, mountpoint)
     faulthandler.register(signal.SIGUSR1)
     ops = MemFS(config, mountpoint)
@@ -201,10 +310,10 @@ def run_foreground(
     # trio task that handles them listens (see _signals), instead of dying in between.
     signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     try:
-        pyfuse3.init(ops, str(mountpoint), fuse_options(options, debug))
-    except RuntimeError as exc:
+        mount_kernel(config, ops, mountpoint, fuse_options(options, debug))
+    except BaseException:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
-        raise MountError(f"cannot mount {mountpoint}: {exc}") from None
+        raise
     try:
         trio.run(_serve, ops, mountpoint)
     except BaseException:
@@ -214,6 +323,7 @@ def run_foreground(
         raise
     notify.notify(notify.STOPPING)
     pyfuse3.close(unmount=True)
+    bare.seal(mountpoint)  # sealed since the mount already; again for an older memfs's folder
     return 0
 
 
@@ -326,16 +436,26 @@ def start_background(
         outer = os.environ if base_env is None else base_env
         env = {k: v for k, v in outer.items() if k != "NOTIFY_SOCKET"}
         env[READY_SOCKET_VAR] = sock_path
-        with open(log_path, "ab") as log_file:
-            child = subprocess.Popen(
-                [sys.executable, "-m", "memfs", *argv],
-                stdin=subprocess.DEVNULL,
-                stdout=log_file,
-                stderr=log_file,
-                env=env,
-                start_new_session=True,
-            )
+        # A Ctrl-C (or the demo's SIGTERM/SIGHUP) while Popen forks and execs would leave a
+        # child nobody knows of, which then mounts on its own: hold stop signals back until
+        # `child` is known. The child inherits the mask; run_foreground lifts it first thing.
+        signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
         try:
+            with open(log_path, "ab") as log_file:
+                child = subprocess.Popen(
+                    daemon_command(argv),
+                    cwd="/",
+                    stdin=subprocess.DEVNULL,
+                    stdout=log_file,
+                    stderr=log_file,
+                    env=env,
+                    start_new_session=True,
+                )
+        except BaseException:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+            raise
+        try:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # a pending one lands here
             _wait_ready(sock, child, timeout, log_path)
         except BaseException:
             # Interrupted or failed: the child must not mount on its own afterwards, nor
@@ -345,6 +465,17 @@ def start_background(
         finally:
             sock.close()
     return child.pid
+
+
+def daemon_command(argv: Sequence[str]) -> list[str]:
+    """``python -P -m memfs ARGV``: this interpreter's memfs, whatever the current folder.
+
+    Plain ``-m`` puts the current folder first on sys.path, and in the home folder that
+    holds ``memfs/``, the empty default mountpoint, which Python imports as the package.
+    ``-P`` (Python 3.11) leaves it off; the child also runs in ``/``, so that it holds no
+    folder of the user's busy (an unmount of a disk the user was in, say).
+    """
+    return [sys.executable, "-P", "-m", "memfs", *argv]
 
 
 def _stop_child(child: subprocess.Popen[bytes]) -> None:
@@ -369,8 +500,14 @@ def _wait_ready(
         if "READY=1" in message.split("\n"):
             return
         if child.poll() is not None:
-            raise MountError(f"memfs exited with {child.returncode}: {_last_line(log_path)}")
+            last = _last_line(log_path)
+            if last.startswith(CHILD_ERROR):  # the child's own one-line cause and fix
+                raise MountError(last.removeprefix(CHILD_ERROR))
+            raise MountError(f"memfs exited with {child.returncode}: {last}")
     raise MountError(f"memfs did not become ready within {timeout:.0f}s; see {log_path}")
+
+
+CHILD_ERROR = "memfs: "  # how cli.main prints a one-line error
 
 
 def _last_line(log_path: Path) -> str:
@@ -380,6 +517,48 @@ def _last_line(log_path: Path) -> str:
     except OSError:
         lines = []
     return lines[-1] if lines else f"see {log_path}"
+
+
+STOP_WAIT = 15.0
+
+
+def stop(mountpoint: Path, timeout: float = STOP_WAIT) -> None:
+    """Unmount a live memfs and wait until its daemon has exited; then seal the folder.
+
+    Waiting makes ``memfs umount`` mean done: state saved, the process gone, and a demo's
+    sample folder removed (see demo.remove_if_sample), by the time it returns.
+    """
+    pid = _daemon_pid(mountpoint)
+    unmount(mountpoint)
+    deadline = time.monotonic() + timeout
+    while pid is not None and _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    if pid is not None and _alive(pid):
+        log.warning("memfs (pid %d) still runs %.0fs after the unmount", pid, timeout)
+    bare.seal(mountpoint)
+
+
+def _daemon_pid(mountpoint: Path) -> int | None:
+    """The pid a live memfs reports in its status; None for anything else mounted there."""
+    try:
+        pid = json.loads(os.getxattr(mountpoint, STATUS_XATTR)).get("pid")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return pid if isinstance(pid, int) else None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie of a parent that has not reaped it yet counts as gone
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
 
 
 __all__ = ["ConfigError", "MountError", "prepare", "run_foreground", "start_background"]

@@ -5,8 +5,10 @@ This module is the one source of the unit's text. The repository's
 test keeps the two equal; ``install()`` writes the same text with the real
 path of the memfs command in place of the placeholder.
 
-Plain synchronous code: imports neither trio nor pyfuse3. The only processes it
-starts are ``systemctl --user ...``, and only when asked (``now=True``).
+Plain synchronous code: imports neither trio nor pyfuse3 (nor mount.py). The only
+processes it starts are ``systemctl --user ...``, and only when asked (``now=True``).
+``install`` also creates the mountpoint without write permission (memfs.mountpoint), so
+the unit keeps SPEC 9's promise before its first start too.
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from memfs import config
+from memfs import mountpoint as bare
+
 log = logging.getLogger(__name__)
 
 UNIT_NAME = "memfs.service"
@@ -34,7 +39,6 @@ PLACEHOLDER_EXEC = ("%h/.local/bin/memfs",)
 # Units get no PATH worth trusting: every executable is spelled out. These are
 # the Debian (merged /usr) locations, which the major distributions share.
 FUSERMOUNT = "/usr/bin/fusermount3"
-MKDIR = "/usr/bin/mkdir"
 # memfs has no web home yet; an https URL because `man:` links make
 # `systemd-analyze verify` run man(1), which slim images lack.
 # `enable --now` waits for READY=1 (Type=notify); systemd's own start timeout
@@ -64,7 +68,8 @@ NotifyAccess=main
 # A crash leaves the mountpoint failing with ENOTCONN: clear it so the next
 # start can mount. '-': nothing to clear is the usual case and no error.
 ExecStartPre=-{fusermount} -uz {mountpoint}
-ExecStartPre={mkdir} -p {mountpoint}
+# memfs creates the mountpoint itself, without write permission, and refuses
+# one that is not empty: nothing written while it is not mounted is hidden.
 ExecStart={exec_start} mount --foreground {mountpoint}
 # Stopping sends SIGTERM, on which memfs unmounts and exits: no ExecStop. And no
 # ExecStopPost unmount: after a crash the mountpoint must fail visibly (ENOTCONN)
@@ -106,7 +111,6 @@ def render_unit(exec_start: list[str], mountpoint: str = DEFAULT_MOUNTPOINT) -> 
     words = [_executable_word(executable), *map(_argument_word, arguments)]
     return _TEMPLATE.format(
         fusermount=FUSERMOUNT,
-        mkdir=MKDIR,
         mountpoint=_argument_word(mountpoint),
         exec_start=" ".join(words),
     )
@@ -116,8 +120,10 @@ def memfs_command() -> list[str]:
     """The command that runs this interpreter's memfs, as absolute words.
 
     The console script beside ``sys.executable`` when there is one (a venv or
-    ``pip install``), else ``python -m memfs``. The interpreter path is not
-    resolved: a venv's python is a symlink whose target knows nothing of the venv.
+    ``pip install``), else ``python -P -m memfs``: a user unit runs in the home
+    folder, where plain ``-m`` would import the empty mountpoint ``~/memfs`` as
+    the package. The interpreter path is not resolved: a venv's python is a
+    symlink whose target knows nothing of the venv.
     """
     if not sys.executable:
         raise ServiceError(
@@ -128,7 +134,7 @@ def memfs_command() -> list[str]:
     script = python.parent / "memfs"
     if script.is_file() and os.access(script, os.X_OK):
         return [str(script)]
-    return [str(python), "-m", "memfs"]
+    return [str(python), "-P", "-m", "memfs"]
 
 
 def home_dir(env: Mapping[str, str] = os.environ) -> Path:
@@ -204,6 +210,7 @@ def install(
     _write_unit(path, text)
     log.info("wrote %s", path)
     lines = [f"wrote {path}: mounts {_expand_home(where, env)} with {' '.join(command)}"]
+    lines += seal_mountpoint(Path(_expand_home(where, env)), env)
     if now:
         _systemctl(["daemon-reload"], env)
         _systemctl(["enable", "--now", SERVICE], env)
@@ -226,6 +233,36 @@ def install(
         "  loginctl enable-linger $USER",
     ]
     return lines
+
+
+def seal_mountpoint(folder: Path, env: Mapping[str, str]) -> list[str]:
+    """Create the unit's mountpoint, or take write permission from it, before any start.
+
+    So that from the install on, nothing an agent writes there while memfs is not mounted
+    lands on the bare disk. Returns lines to print: a note when the folder is not empty
+    (the service would refuse to mount onto it).
+    """
+    if bare.fuse_connection(folder) is not None:
+        return []  # mounted (memfs running already): its bare folder was sealed at mount
+    try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        os.mkdir(folder, 0o555)
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        return [f"note: cannot create the mountpoint {folder}: {exc.strerror}; memfs will try"]
+    bare.seal(folder)
+    try:
+        names = bare.entries(folder)
+    except OSError:
+        return []
+    if not names:
+        return []
+    try:
+        cfg = config.load(env)
+    except config.ConfigError:
+        return [f"note: {folder} is not empty; the service refuses to mount onto it until moved"]
+    return [f"note: the service refuses to mount: {bare.not_empty_message(cfg, folder, names)}"]
 
 
 def uninstall(env: Mapping[str, str] = os.environ, *, now: bool = False) -> list[str]:

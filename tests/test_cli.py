@@ -6,9 +6,12 @@ exit code 2, never a traceback.
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -144,3 +147,119 @@ def test_python_dash_m_runs_the_cli(home: Path) -> None:
         claude_slug("/tmp/x:y@z#w") + "\n",
         "",
     )
+
+
+# --- memfs status: the lines printed for a status the daemon reports --------------------
+
+
+def status_of(**extra: object) -> dict[str, object]:
+    """A status as an older daemon reports it (no memory_over_limit, no stale_own_heads)."""
+    status: dict[str, object] = {
+        "mountpoint": "/h/memfs",
+        "pid": 42,
+        "sources": [
+            {"name": "personal", "path": "/h/.claude/projects/{slug}/memory", "own": True},
+            {"name": "work", "path": "/h/.claude-work/projects/{slug}/memory", "own": False},
+        ],
+        "projects_listed": 3,
+        "projects_loaded": 1,
+        "files": 7,
+        "left_out": [],
+        "requests": {"read": 5},
+        "requests_total": 5,
+        "invalidations": 2,
+        "invalidation_errors": 0,
+        "commits": 1,
+        "inodes": 9,
+    }
+    status.update(extra)
+    return status
+
+
+def test_status_of_an_older_daemon_prints_without_the_new_parts() -> None:
+    lines = cli.format_status(status_of())
+    assert lines[0] == "mountpoint: /h/memfs (pid 42)"
+    assert "  source own personal: /h/.claude/projects/{slug}/memory" in lines
+    assert "projects: 3 listed, 1 loaded" in lines
+    assert "files: 7 shown, 0 left out" in lines
+    assert not any("MEMORY.md" in line or "older than" in line for line in lines)
+
+
+def test_status_with_empty_new_parts_prints_nothing_for_them() -> None:
+    quiet = cli.format_status(status_of(memory_over_limit=[], stale_own_heads=[]))
+    assert quiet == cli.format_status(status_of())
+
+
+def test_status_names_memory_past_claude_codes_limit() -> None:
+    over = [{"project": "-home-u-shop", "lines": 210, "bytes": 26_500, "beyond": 10}]
+    lines = cli.format_status(status_of(memory_over_limit=over))
+    at = lines.index(
+        "MEMORY.md longer than Claude Code loads (200 lines or 25,000 bytes) in 1 project:"
+    )
+    assert lines[at + 1] == (
+        "  -home-u-shop: 210 lines, 26,500 bytes; 10 linked topics beyond the limit"
+    )
+
+
+def test_status_names_own_heads_older_than_another_version() -> None:
+    stale = [
+        {
+            "project": "-home-u-shop",
+            "path": "notes.md",
+            "newer": ".history/notes.md/work@2026-11-30T10:00Z.md",
+        }
+    ]
+    lines = cli.format_status(status_of(stale_own_heads=stale))
+    at = lines.index("own files older than another source's version: 1")
+    assert lines[at + 1] == (
+        "  -home-u-shop/notes.md: newer is -home-u-shop/.history/notes.md/work@2026-11-30T10:00Z.md"
+    )
+
+
+def test_status_lists_are_cut_at_twenty_and_say_how_many_more() -> None:
+    over = [{"project": f"-p{i}", "lines": 300, "bytes": 1000, "beyond": 1} for i in range(23)]
+    lines = cli.format_status(status_of(memory_over_limit=over))
+    shown = [line for line in lines if line.startswith("  -p")]
+    assert len(shown) == cli.SHOWN
+    assert "1 linked topic beyond the limit" in shown[0]
+    assert "  ... and 3 more (memfs status --json lists all)" in lines
+
+
+def test_status_json_is_the_raw_status(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    raw = status_of(memory_over_limit=[{"project": "-p", "lines": 1, "bytes": 2, "beyond": 3}])
+    monkeypatch.setattr(cli, "read_status", lambda mountpoint: raw)
+    code, out, err = run(capsys, "status", "/h/memfs", "--json")
+    assert (code, err) == (0, "")
+    assert json.loads(out) == raw
+    code, out, _ = run(capsys, "status", "/h/memfs")
+    assert code == 0
+    assert out.splitlines() == cli.format_status(raw)
+
+
+# --- the demo's sample folder -----------------------------------------------------------
+
+
+def test_only_a_marked_demo_folder_is_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    base = demo.make_base()
+    assert base.parent == tmp_path
+    try:
+        (base / demo.MOUNT_NAME).mkdir()
+        assert demo.sample_base(base / demo.MOUNT_NAME) == base
+        assert demo.sample_base(base / "other") is None
+        (base / demo.MARKER).unlink()
+        assert demo.remove_if_sample(base / demo.MOUNT_NAME) is None
+        assert base.exists()
+        (base / demo.MARKER).write_text("")
+        assert demo.remove_if_sample(base / demo.MOUNT_NAME) == base
+        assert not base.exists()
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    look_alike = tmp_path / "memfs-demo-x" / "mnt"
+    look_alike.mkdir(parents=True)  # the right names but no marker
+    assert demo.remove_if_sample(look_alike) is None
+    assert look_alike.exists()

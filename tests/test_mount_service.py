@@ -22,6 +22,7 @@ import selectors
 import shutil
 import signal
 import socket
+import stat
 import struct
 import subprocess
 import sys
@@ -53,7 +54,7 @@ from mounting import (
     wait_until,
 )
 
-from memfs.service import UNIT_NAME, memfs_command
+from memfs.service import UNIT_NAME, install, memfs_command
 
 pytestmark = MOUNT_MARKS
 
@@ -463,15 +464,24 @@ def discovered_names(box: Sandbox) -> list[str]:
     return names
 
 
-@pytest.mark.parametrize("config", ["discovered", "xdg_config_home"])
+@pytest.mark.parametrize("config", ["discovered", "python_m", "xdg_config_home"])
 def test_installed_exec_start_run_by_hand_mounts(
     sandbox: Sandbox, mounts: Mounts, config: str
 ) -> None:
     shop(sandbox)
     home = sandbox.env["HOME"]
+    exec_start = memfs_command()
     if config == "discovered":
         # The default mountpoint, %h/memfs; sources found in the sandbox home.
         text = install_unit(sandbox)
+        env = unit_env(sandbox)
+        mountpoint = Path(home) / "memfs"
+    elif config == "python_m":
+        # The unit for an interpreter with no memfs script beside it. It runs in the home
+        # folder, next to the empty ~/memfs: without -P, Python would import that.
+        exec_start = [sys.executable, "-P", "-m", "memfs"]
+        install(None, now=False, env=sandbox.env, exec_start=exec_start)
+        text = (Path(sandbox.env["XDG_CONFIG_HOME"]) / "systemd" / "user" / UNIT_NAME).read_text()
         env = unit_env(sandbox)
         mountpoint = Path(home) / "memfs"
     else:
@@ -483,18 +493,25 @@ def test_installed_exec_start_run_by_hand_mounts(
         mountpoint = sandbox.mountpoint
 
     (start,) = unit_values(text, "ExecStart")
-    if config == "discovered":
+    if config != "xdg_config_home":
         assert start.endswith(" --foreground %h/memfs"), start  # expanded below
     command = exec_line(start, home)
-    assert command.argv == [*memfs_command(), "mount", "--foreground", str(mountpoint)]
+    assert command.argv == [*exec_start, "mount", "--foreground", str(mountpoint)]
     pre = run_exec_start_pre(text, env)
     # Nothing to clear on a clean start: the '-' prefix is what keeps that from failing.
     assert pre[0].returncode != 0
     assert mountpoint.is_dir()
+    if config != "xdg_config_home":  # made by `memfs service install`, without write permission
+        assert stat.S_IMODE(mountpoint.stat().st_mode) == 0o555
 
     with contextlib.closing(NotifySocket.path(sandbox.base)) as sock:
+        # A user manager runs a unit without WorkingDirectory= in the user's home.
         daemon = Daemon(
-            sandbox, command.argv, mountpoint, env=dict(env, NOTIFY_SOCKET=sock.address)
+            sandbox,
+            command.argv,
+            mountpoint,
+            env=dict(env, NOTIFY_SOCKET=sock.address),
+            cwd=Path(home),
         )
         start_daemon(mounts, daemon, wait=False)
         assert daemon.proc is not None
@@ -503,7 +520,7 @@ def test_installed_exec_start_run_by_hand_mounts(
         assert read(mountpoint / SLUG / "notes.md") == NOTES
         assert ready.pid == daemon.pid, "systemd would drop READY=1 from another process"
         assert sorted(s["name"] for s in daemon.status()["sources"]) == sorted(
-            ["personal", "work", "pi"] if config != "discovered" else discovered_names(sandbox)
+            ["personal", "work", "pi"] if config == "xdg_config_home" else discovered_names(sandbox)
         )
 
         daemon.signal(signal.SIGTERM)
@@ -523,11 +540,12 @@ def test_exec_start_pre_clears_a_stale_mount(sandbox: Sandbox, mounts: Mounts) -
     assert errno_of(os.statvfs, sandbox.mountpoint) == errno.ENOTCONN
 
     pre = run_exec_start_pre(text, unit_env(sandbox))
-    assert [p.returncode for p in pre] == [0, 0]
-    assert [p.args[0] for p in pre] == ["/usr/bin/fusermount3", "/usr/bin/mkdir"]
-    # Cleared before memfs runs: a plain, empty folder again.
+    assert [p.returncode for p in pre] == [0]
+    assert [p.args[0] for p in pre] == ["/usr/bin/fusermount3"]
+    # Cleared before memfs runs: a plain, empty folder again, still without write permission.
     assert not in_mountinfo(crashed.mountpoint)
     assert os.listdir(sandbox.mountpoint) == []
+    assert stat.S_IMODE(sandbox.mountpoint.stat().st_mode) & 0o222 == 0
 
     (start,) = unit_values(text, "ExecStart")
     daemon = start_daemon(
@@ -653,12 +671,14 @@ def test_demo_background_mounts_serves_and_umounts(sandbox: Sandbox) -> None:
     try:
         assert done.returncode == 0, done.stderr
         check_demo_mount(sandbox, mnt)
-        assert f"memfs umount {mnt}" in done.stdout
+        assert f"Stop it with: memfs umount {mnt}" in done.stdout
         umount = sandbox.memfs("umount", mnt)
         assert umount.returncode == 0, umount.stderr
+        # `memfs umount` returns once the daemon is gone and the sample folder with it.
         assert not in_mountinfo(mnt)
-        wait_until(lambda: not alive(pid), STOP_DEADLINE, "the demo daemon exits")
-        shutil.rmtree(mnt.parent)
+        assert not alive(pid)
+        assert not mnt.parent.exists(), f"the demo's {mnt.parent} outlived its umount"
+        assert umount.stdout == f"removed the demo's sample folder {mnt.parent}\n"
     finally:
         release_mountpoint(mnt, [pid])
         shutil.rmtree(mnt.parent, ignore_errors=True)
@@ -848,3 +868,326 @@ def test_background_mount_status_sigusr1_and_umount(sandbox: Sandbox, mounts: Mo
     gone = sandbox.memfs("status", sandbox.mountpoint)
     assert gone.returncode == 2
     assert len(gone.stderr.strip().splitlines()) == 1, gone.stderr
+
+
+# --- a normal user: the bare mountpoint, fusermount3's refusals (SPEC 9) -----------------
+
+TEST_USER = "memfs-test"  # made by .ci/setup; made here when missing
+MEMFS_SCRIPT = Path(sys.executable).parent / "memfs"  # the console script a user types
+# As .ci/setup makes it: no home (the tests give it one under /tmp), no login.
+USERADD = ("useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent")
+USERADD += ("--shell", "/usr/sbin/nologin")
+
+
+@dataclass
+class NormalUser:
+    """A normal user with a home of its own under /tmp, running commands as itself.
+
+    Root ignores permission bits, so a sealed mountpoint can only be seen refusing writes by
+    someone else. As root the commands run through ``setpriv`` as TEST_USER; as a normal user
+    they run as that user directly.
+    """
+
+    uid: int
+    gid: int
+    base: Path
+    env: dict[str, str]
+    pids: list[int] = field(default_factory=list)
+    mountpoints: list[Path] = field(default_factory=list)
+
+    @property
+    def home(self) -> Path:
+        return Path(self.env["HOME"])
+
+    def run(
+        self, *cmd: str | Path, cwd: Path | None = None, timeout: float = 40.0
+    ) -> subprocess.CompletedProcess[str]:
+        prefix: list[str] = []
+        if os.geteuid() == 0:
+            ids = [f"--reuid={self.uid}", f"--regid={self.gid}", "--clear-groups"]
+            prefix = ["setpriv", *ids, "--"]
+        return subprocess.run(
+            [*prefix, *map(str, cmd)],
+            cwd=cwd or self.home,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+
+    script: Path = MEMFS_SCRIPT
+
+    def memfs(self, *args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+        """`memfs ARGS` as typed, in the home folder unless told otherwise."""
+        done = self.run(self.script, *args, cwd=cwd)
+        found = re.search(r"\(pid (\d+)\)", done.stdout)
+        if found:
+            self.pids.append(int(found[1]))
+        return done
+
+    def read(self, path: Path) -> bytes:
+        """``cat PATH`` as the user: without allow_other, not even root sees into its mount."""
+        done = self.run("cat", path)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.encode()
+
+
+def _test_user() -> tuple[int, int]:
+    if os.geteuid() != 0:
+        return os.getuid(), os.getgid()
+    import pwd
+
+    try:
+        entry = pwd.getpwnam(TEST_USER)
+    except KeyError:
+        # fusermount3 needs the user in the password database (it names it in mtab).
+        subprocess.run(
+            [*USERADD, TEST_USER],
+            capture_output=True,
+            timeout=TOOL_DEADLINE,
+            check=False,
+        )
+        try:
+            entry = pwd.getpwnam(TEST_USER)
+        except KeyError:
+            pytest.fail(f"no user {TEST_USER} and useradd could not make one; run .ci/setup")
+    mode = stat.S_IMODE(os.stat("/dev/fuse").st_mode)
+    if mode & 0o006 != 0o006:
+        pytest.fail(
+            f"/dev/fuse has mode {mode:o}: a normal user cannot mount; run .ci/setup "
+            "(sudo chmod 0666 /dev/fuse, Debian's default)"
+        )
+    return entry.pw_uid, entry.pw_gid
+
+
+@pytest.fixture
+def user() -> Iterator[NormalUser]:
+    """A normal user whose home holds a discovered Claude Code account with one project."""
+    require_fuse()
+    uid, gid = _test_user()
+    # Not under tmp_path: pytest's base folder is private to root.
+    base = Path(tempfile.mkdtemp(prefix="memfs-user-"))
+    try:
+        home = base / "home"
+        memory = home / ".claude" / "projects" / SLUG / "memory"
+        memory.mkdir(parents=True)
+        (memory / "notes.md").write_bytes(NOTES)
+        env = {"HOME": str(home), "PATH": UNIT_PATH_VAR, "LC_ALL": "C"}
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        for var in ("XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_RUNTIME_DIR", "XDG_CACHE_HOME"):
+            (base / var.lower()).mkdir(mode=0o700)
+            env[var] = str(base / var.lower())
+        for path in [base, *base.rglob("*")]:
+            os.chown(path, uid, gid)
+        person = NormalUser(uid, gid, base, env)
+        # Through every symlink: memfs's daemon is started as sys.executable again.
+        if person.run("test", "-x", os.path.realpath(sys.executable)).returncode != 0:
+            person.script = _shim_script(person)
+        yield person
+    finally:
+        for mountpoint in {*(home / "memfs" for home in [base / "home"]), *_user_mounts(base)}:
+            release_mountpoint(mountpoint, [p for p in _pids_of(base) if alive(p)])
+        for folder, _, _ in os.walk(base):
+            with contextlib.suppress(OSError):
+                os.chmod(folder, 0o700)  # sealed folders, as a non-root runner
+        shutil.rmtree(base, ignore_errors=True)
+
+
+SHIM = """\
+#!{python}
+import sys
+from memfs.cli import main
+if __name__ == "__main__":
+    sys.exit(main())
+"""
+
+
+def _shim_script(person: NormalUser) -> Path:
+    """A `memfs` console script the user can run, when this interpreter is out of its reach
+    (a pyenv Python under /root, say): a venv of the system's Python of the same version
+    that sees this venv's packages, memfs included, through a .pth file."""
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    system = Path(f"/usr/bin/python{version}")
+    if not system.is_file():
+        pytest.fail(f"{sys.executable} is out of reach of {TEST_USER} and {system} is missing")
+    venv = person.base / "venv"
+    made = person.run(system, "-m", "venv", "--without-pip", venv)
+    assert made.returncode == 0, made.stderr
+    ours = Path(__import__("sysconfig").get_paths()["purelib"])
+    site = venv / "lib" / f"python{version}" / "site-packages"
+    (site / "memfs-tests.pth").write_text(f"import site; site.addsitedir({str(ours)!r})\n")
+    script = venv / "bin" / "memfs"
+    script.write_text(SHIM.format(python=venv / "bin" / "python"))
+    script.chmod(0o755)
+    return script
+
+
+def _user_mounts(base: Path) -> list[Path]:
+    with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as f:
+        points = [Path(line.split()[4]) for line in f]
+    return [p for p in points if p.is_relative_to(base)]
+
+
+def _pids_of(base: Path) -> list[int]:
+    """memfs daemons whose command line names a path under ``base``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            if entry.name.isdigit() and os.fsencode(base) in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+    return found
+
+
+def one_line_error(done: subprocess.CompletedProcess[str]) -> str:
+    assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("memfs: "), done.stderr
+    return lines[0]
+
+
+def test_mount_in_the_home_folder_umount_then_the_folder_refuses_writes(
+    user: NormalUser,
+) -> None:
+    """The issue's must-show, as a normal user in the home folder: `memfs mount ~/memfs`
+    works (though ~/memfs, empty, looks like a package to `python -m`); after
+    `memfs umount ~/memfs`, `mkdir -p ~/memfs/x` fails; a file left there is named."""
+    mnt = user.home / "memfs"
+    mnt.mkdir()  # as an older memfs or a `mkdir -p` left it: empty and writable
+    os.chown(mnt, user.uid, user.gid)
+
+    done = user.memfs("mount", mnt)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    (pid,) = user.pids
+    assert os.readlink(f"/proc/{pid}/cwd") == "/", "the daemon holds the user's folder busy"
+    assert user.read(mnt / SLUG / "notes.md") == NOTES
+
+    done = user.memfs("umount", mnt)
+    assert done.returncode == 0, done.stderr
+    assert not in_mountinfo(mnt)
+    assert not alive(pid), "`memfs umount` returned before the daemon exited"
+
+    mkdir = user.run("mkdir", "-p", mnt / "x")
+    assert mkdir.returncode != 0
+    assert "Permission denied" in mkdir.stderr
+    write = user.run("sh", "-c", f"echo lost > {mnt}/{SLUG}.md")
+    assert write.returncode != 0
+    assert os.listdir(mnt) == []
+    assert stat.S_IMODE(mnt.stat().st_mode) & 0o222 == 0
+
+    # Something written there anyway (by root, or before this memfs sealed it).
+    os.chmod(mnt, 0o755)
+    (mnt / SLUG).mkdir()
+    (mnt / SLUG / "left.md").write_bytes(b"written while unmounted\n")
+    for path in (mnt / SLUG, mnt / SLUG / "left.md"):
+        os.chown(path, user.uid, user.gid)
+    line = one_line_error(user.memfs("mount", mnt))
+    assert f"mountpoint {mnt} is not empty" in line
+    assert f"{SLUG}/ (1 file)" in line
+    assert not in_mountinfo(mnt)
+    assert (mnt / SLUG / "left.md").exists()
+    assert stat.S_IMODE(mnt.stat().st_mode) & 0o222 == 0, "refused, but sealed"
+
+    # The command it names moves the file into the own source, and then the mount works.
+    command = line.split("move it first: ", 1)[1]
+    moved = user.run("sh", "-c", command)
+    assert moved.returncode == 0, moved.stderr
+    own = user.home / ".claude" / "projects" / SLUG / "memory" / "left.md"
+    assert own.read_bytes() == b"written while unmounted\n"
+    done = user.memfs("mount", mnt)
+    assert done.returncode == 0, done.stderr
+    assert user.read(mnt / SLUG / "left.md") == b"written while unmounted\n"
+    assert user.read(mnt / SLUG / "notes.md") == NOTES
+    assert user.memfs("umount", mnt).returncode == 0
+    assert os.listdir(mnt) == []
+
+
+@pytest.mark.parametrize("mode", ["background", "foreground"])
+def test_a_refused_mount_says_fusermount3s_reason_and_the_fix(user: NormalUser, mode: str) -> None:
+    if os.geteuid() != 0:
+        if os.environ.get("CI") == "true":
+            pytest.fail("CI must run as root: the test needs a folder its user cannot write")
+        pytest.skip("a folder this user cannot write can only be made by root")
+    theirs = user.base / "not-yours"
+    theirs.mkdir(mode=0o755)  # root's: the user may look in, not write nor chmod
+    args = ["mount", theirs] if mode == "background" else ["mount", "--foreground", theirs]
+    line = one_line_error(user.memfs(*args))
+    assert f"memfs: cannot mount {theirs}: " in line, line
+    assert f"fusermount3: user has no write access to mountpoint {theirs}" in line
+    assert "choose a mountpoint folder you own" in line
+    assert "fuse_session_mount" not in line
+    assert not in_mountinfo(theirs)
+
+
+def test_a_refused_option_says_fusermount3s_reason_and_the_fix(user: NormalUser) -> None:
+    with open("/etc/fuse.conf", encoding="utf-8", errors="replace") as f:
+        allowed = any(line.strip() == "user_allow_other" for line in f)
+    if allowed:
+        pytest.fail("/etc/fuse.conf has user_allow_other: this test needs Debian's default")
+    mnt = user.home / "memfs"
+    line = one_line_error(user.memfs("mount", mnt, "-o", "allow_other"))
+    assert "fusermount3: option allow_other only allowed if 'user_allow_other'" in line
+    assert "add the line user_allow_other to /etc/fuse.conf" in line
+    assert not in_mountinfo(mnt)
+    assert stat.S_IMODE(mnt.stat().st_mode) & 0o222 == 0
+
+
+def test_background_mount_from_a_folder_holding_an_empty_memfs_folder(
+    sandbox: Sandbox, mounts: Mounts
+) -> None:
+    """`memfs mount` typed where an empty memfs/ folder lies (the home, with the default
+    mountpoint): the background daemon must not import that folder as the package."""
+    shop(sandbox)
+    (sandbox.base / "memfs").mkdir()
+    done = subprocess.run(
+        [MEMFS_SCRIPT, "mount", sandbox.mountpoint, "--config", sandbox.config_path],
+        cwd=sandbox.base,
+        env=sandbox.env,
+        capture_output=True,
+        text=True,
+        timeout=40,
+        check=False,
+    )
+    pid = mounts.adopt_output(done.stdout)
+    assert done.returncode == 0, done.stderr
+    assert pid is not None
+    assert read(sandbox.mnt(SLUG, "notes.md")) == NOTES
+    assert sandbox.memfs("umount", sandbox.mountpoint).returncode == 0
+    assert not alive(pid)
+
+
+WRITE_DURING_MOUNT = """\
+import sys
+from pathlib import Path
+import memfs.mount
+from memfs.cli import main
+
+real_init = memfs.mount.pyfuse3.init
+
+def init_after_a_write(ops, mountpoint, options):
+    # An agent's write that lands in the moment the bare folder is writable for the mount.
+    (Path(mountpoint) / "raced.md").write_text("written while mounting\\n")
+    real_init(ops, mountpoint, options)
+
+memfs.mount.pyfuse3.init = init_after_a_write
+raise SystemExit(main(sys.argv[1:]))
+"""
+
+
+def test_a_write_while_mounting_undoes_the_mount(sandbox: Sandbox, mounts: Mounts) -> None:
+    """The bare folder is writable for the moment of the mount: anything that lands in it
+    then is found under the new mount, through a descriptor, and the mount is undone."""
+    shop(sandbox)
+    argv = [sys.executable, "-c", WRITE_DURING_MOUNT, "mount", "--foreground"]
+    argv += [str(sandbox.mountpoint), "--config", str(sandbox.config_path)]
+    daemon = start_daemon(mounts, Daemon(sandbox, argv, sandbox.mountpoint), wait=False)
+    assert daemon.wait_exit(MOUNT_DEADLINE) == 2, daemon.log_text()
+    (line,) = [ln for ln in daemon.log_text().splitlines() if ln.startswith("memfs: ")]
+    assert f"mountpoint {daemon.mountpoint} is not empty: it holds raced.md" in line
+    assert not in_mountinfo(daemon.mountpoint)
+    assert os.listdir(sandbox.mountpoint) == ["raced.md"]
+    assert stat.S_IMODE(sandbox.mountpoint.stat().st_mode) & 0o222 == 0

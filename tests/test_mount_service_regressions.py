@@ -61,10 +61,10 @@ def demo_base(box: Sandbox) -> Path | None:
 
 
 def test_demo_ctrl_c_while_starting_leaves_nothing_behind(sandbox: Sandbox) -> None:
-    """BUG: memfs/cli.py cmd_demo calls mount.start_background (line 279) outside the
-    try/finally that runs _stop_demo (lines 301-306), and start_background (memfs/mount.py
-    lines 235-246) does not stop its child on KeyboardInterrupt. Ctrl-C while the demo
-    starts exits 130 and leaves the temporary folder, and the daemon goes on to mount it."""
+    """BUG: memfs/cli.py cmd_demo called mount.start_background outside the try/finally
+    that runs _stop_demo, and start_background (memfs/mount.py) did not stop its child on
+    KeyboardInterrupt. Ctrl-C while the demo starts exited 130 and left the temporary
+    folder, and the daemon went on to mount it."""
     require_fuse()
     proc = subprocess.Popen(
         [sys.executable, "-m", "memfs", "demo"],
@@ -110,10 +110,10 @@ def test_demo_ctrl_c_while_starting_leaves_nothing_behind(sandbox: Sandbox) -> N
 
 @pytest.mark.parametrize("signum", [signal.SIGHUP, signal.SIGTERM])
 def test_demo_closed_terminal_cleans_up(sandbox: Sandbox, signum: signal.Signals) -> None:
-    """BUG: memfs/cli.py cmd_demo (foreground) cleans up only on KeyboardInterrupt. Closing
-    the terminal (SIGHUP) or `kill` (SIGTERM) kills it at signal.pause() with the default
-    action; the daemon runs in its own session, so the mount and the temporary folder stay
-    forever."""
+    """BUG: memfs/cli.py cmd_demo (foreground) cleaned up only on KeyboardInterrupt. Closing
+    the terminal (SIGHUP) or `kill` (SIGTERM) killed it at signal.pause() with the default
+    action; the daemon runs in its own session, so the mount and the temporary folder
+    stayed forever."""
     require_fuse()
     proc = subprocess.Popen(
         [sys.executable, "-m", "memfs", "demo"],
@@ -143,10 +143,11 @@ def test_demo_closed_terminal_cleans_up(sandbox: Sandbox, signum: signal.Signals
 
 
 def test_background_mount_stops_without_notify_warnings(sandbox: Sandbox, mounts: Mounts) -> None:
-    """BUG: mount.start_background (memfs/mount.py line 223) hands the child a NOTIFY_SOCKET in a
-    temporary folder it deletes once READY=1 arrives. On every stop the daemon still sends
-    STOPPING=1 there (twice, see below) and logs two WARNING lines 'sd_notify 'STOPPING=1'
-    to /tmp/memfs-ready-.../notify failed: No such file or directory' into memfs.log."""
+    """BUG: mount.start_background handed the child a NOTIFY_SOCKET in a temporary folder it
+    deletes once READY=1 arrives (it now uses its own MEMFS_READY_SOCKET). On every stop the
+    daemon still sent STOPPING=1 there (twice, see below) and logged two WARNING lines
+    'sd_notify 'STOPPING=1' to /tmp/memfs-ready-.../notify failed: No such file or
+    directory' into memfs.log."""
     shop(sandbox)
     done = sandbox.memfs("mount", sandbox.mountpoint, "--config", sandbox.config_path)
     pid = mounts.adopt_output(done.stdout)
@@ -160,9 +161,9 @@ def test_background_mount_stops_without_notify_warnings(sandbox: Sandbox, mounts
 
 
 def test_sigterm_sends_stopping_once(sandbox: Sandbox, mounts: Mounts) -> None:
-    """BUG (minor): on SIGTERM, STOPPING=1 is sent twice: by mount._signals (memfs/mount.py
-    line 145) and again by run_foreground after trio.run returns (line 121). Harmless to systemd,
-    but it is the second send that fails and warns when the socket is gone."""
+    """BUG (minor): on SIGTERM, STOPPING=1 was sent twice: by mount._signals and again by
+    mount.run_foreground after trio.run returns. Harmless to systemd, but it is the second
+    send that failed and warned when the socket was gone."""
     shop(sandbox)
     with contextlib.closing(NotifySocket.path(sandbox.base)) as sock:
         sandbox.env["NOTIFY_SOCKET"] = sock.address
@@ -197,11 +198,11 @@ raise SystemExit(main(sys.argv[3:]))
 
 
 def test_sigterm_during_startup_unmounts_cleanly(sandbox: Sandbox, mounts: Mounts) -> None:
-    """BUG (race): run_foreground mounts (pyfuse3.init, memfs/mount.py line 111) before any
-    SIGTERM/SIGINT handler exists; the trio receiver is opened only when the _signals task
-    first runs. A `systemctl --user stop` (or Ctrl-C) in that window kills memfs with the
-    default action: exit -15 and a dead ENOTCONN mount, not the clean unmount SPEC 9
-    promises on stop."""
+    """BUG (race): mount.run_foreground mounted (pyfuse3.init) before any SIGTERM/SIGINT
+    handler existed; the trio receiver is opened only when the _signals task first runs. A
+    `systemctl --user stop` (or Ctrl-C) in that window killed memfs with the default
+    action: exit -15 and a dead ENOTCONN mount, not the clean unmount SPEC 9 promises on
+    stop. (The stop signals are now blocked from the mount until _signals listens.)"""
     shop(sandbox)
     marker, go = sandbox.base / "mounted", sandbox.base / "go"
     argv = [sys.executable, "-c", PAUSE_AFTER_MOUNT, str(marker), str(go)]

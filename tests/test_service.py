@@ -205,10 +205,8 @@ def test_unit_settings() -> None:
     assert settings[("Install", "WantedBy")] == "default.target"
     assert ("Unit", "Description") in settings
     assert not any(key == "KillMode" for _, key, _ in _settings(text))
-    assert _values(text, "ExecStartPre") == [
-        "-/usr/bin/fusermount3 -uz %h/memfs",
-        "/usr/bin/mkdir -p %h/memfs",
-    ]
+    # No mkdir: it would make the mountpoint writable; memfs creates it sealed (SPEC 9).
+    assert _values(text, "ExecStartPre") == ["-/usr/bin/fusermount3 -uz %h/memfs"]
     assert _values(text, "ExecStart") == ["/opt/memfs/bin/memfs mount --foreground %h/memfs"]
 
 
@@ -226,7 +224,7 @@ def test_words_are_escaped_for_systemd() -> None:
     assert _values(text, "ExecStart") == [
         f'"/x y/100%%/memfs" -m a$$b mount --foreground {mount}',
     ]
-    assert _values(text, "ExecStartPre")[1] == f"/usr/bin/mkdir -p {mount}"
+    assert _values(text, "ExecStartPre") == [f"-/usr/bin/fusermount3 -uz {mount}"]
 
 
 def test_home_specifier_is_kept_only_in_front() -> None:
@@ -263,16 +261,17 @@ def test_memfs_command_is_absolute_and_executable() -> None:
     assert program.is_absolute()
     assert program.is_file()
     assert os.access(program, os.X_OK)
-    assert command[1:] in ([], ["-m", "memfs"])
+    assert command[1:] in ([], ["-P", "-m", "memfs"])
 
 
 def test_memfs_command_falls_back_to_python_m(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # An interpreter with no memfs script beside it: run the package instead.
+    # An interpreter with no memfs script beside it: run the package instead, with -P, so
+    # that the unit's working folder (the home, holding the empty ~/memfs) is not imported.
     python = _executable(tmp_path / "env" / "bin" / "python3")
     monkeypatch.setattr(sys, "executable", str(python))
-    assert memfs_command() == [str(python), "-m", "memfs"]
+    assert memfs_command() == [str(python), "-P", "-m", "memfs"]
 
 
 def test_memfs_command_prefers_the_script_beside_python(
@@ -333,7 +332,7 @@ def test_install_ignores_a_relative_xdg_config_home(env: dict[str, str], home: P
         ("%h/agents/memory", "%h/agents/memory"),
         ("~/mnt/memfs", "{home}/mnt/memfs"),
         ("rel/mnt/../memfs", "{cwd}/rel/memfs"),
-        ("/srv/memfs/", "/srv/memfs"),
+        ("{cwd}/srv/memfs/", "{cwd}/srv/memfs"),
     ],
 )
 def test_install_makes_the_mountpoint_absolute(
@@ -345,11 +344,12 @@ def test_install_makes_the_mountpoint_absolute(
     expected: str,
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    install(given, now=False, env=env)
+    # Inside tmp_path: install creates the mountpoint folder.
+    install(given and given.format(cwd=tmp_path), now=False, env=env)
     text = service.unit_path(env).read_text(encoding="utf-8")
     mountpoint = expected.format(home=home, cwd=tmp_path)
     assert _installed_exec_start(text)[-1] == mountpoint
-    assert _values(text, "ExecStartPre")[1] == f"/usr/bin/mkdir -p {mountpoint}"
+    assert _values(text, "ExecStartPre") == [f"-/usr/bin/fusermount3 -uz {mountpoint}"]
 
 
 def test_install_now_runs_systemctl(env: dict[str, str], fake_bin: Path, tmp_path: Path) -> None:
@@ -453,3 +453,39 @@ def test_uninstall_now_keeps_the_unit_when_disable_fails(
     with pytest.raises(ServiceError, match="Access denied"):
         uninstall(env, now=True)
     assert service.unit_path(env).is_file()
+
+
+# -- install keeps the mountpoint from eating writes (SPEC 9) ---------------------
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_install_creates_the_mountpoint_without_write_permission(
+    env: dict[str, str], home: Path
+) -> None:
+    lines = install(None, now=False, env=env)
+    assert (home / "memfs").is_dir()
+    assert _mode(home / "memfs") & 0o222 == 0
+    assert not any(line.startswith("note:") for line in lines), lines
+
+
+def test_install_seals_an_existing_writable_mountpoint(env: dict[str, str], home: Path) -> None:
+    (home / "memfs").mkdir(mode=0o755)
+    install(None, now=False, env=env)
+    assert _mode(home / "memfs") == 0o555
+
+
+def test_install_names_what_a_mount_would_hide(env: dict[str, str], home: Path) -> None:
+    slug = "-home-u-shop"
+    (home / ".claude" / "projects").mkdir(parents=True)  # a discovered own source
+    (home / "memfs" / slug).mkdir(parents=True)
+    (home / "memfs" / slug / "notes.md").write_text("written while unmounted\n")
+    lines = install(None, now=False, env=env)
+    (note,) = [line for line in lines if line.startswith("note:")]
+    assert "refuses to mount" in note
+    assert f"{slug}/ (1 file)" in note
+    own = home / ".claude" / "projects" / slug / "memory"
+    assert f"mv {home}/memfs/{slug} {own}" in note
+    assert (home / "memfs" / slug / "notes.md").exists(), "install moves nothing itself"
