@@ -988,9 +988,9 @@ def render(results: dict[str, Any], summary: dict[str, Any], tgts: list[dict[str
             f"{sk['errors']:,} unexpected errors ({json.dumps(sk['errors_by_op'])}), "
             f"writes {json.dumps(sk['writes'])}, {len(sk['end_problems'])} problems at the end"
         )
-        lines += [f"  torn: {e}" for e in sk["torn_examples"][:3]]
-        lines += [f"  error: {e}" for e in sk["error_examples"][:3]]
-        lines += [f"  at the end: {e}" for e in sk["end_problems"][:3]]
+        lines += [f"  torn: {e}" for e in sk["torn_examples"]]
+        lines += [f"  error: {e}" for e in sk["error_examples"]]
+        lines += [f"  at the end: {e}" for e in sk["end_problems"][:6]]
         lines.append("")
     lines.append(
         f"memfs RSS: {_fmt(summary['rss_after_walk_mib'])} MiB after walking the fixture "

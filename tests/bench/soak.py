@@ -66,7 +66,7 @@ TEMP_MARK = ".tmp."  # Claude Code's temporary names: X.tmp.<pid>.<12 hex>
 MIN_BODY, MAX_BODY = 100, 20_000
 READ_CHUNK = 128 * 1024  # as cat reads
 SHELL_CHUNK = 4096  # as a shell's redirection writes
-EXAMPLES = 8  # torn reads and errors described in full; the rest only counted
+EXAMPLES = 3  # torn reads of each kind and errors of each op described; the rest counted
 END_DEADLINE = 10.0  # seconds for the view to show every head the disk holds at the end
 OOB_PAUSE = 0.002  # seconds between two out-of-band versions: a busy sync tool, not a flood
 RSS_EVERY = 0.5  # seconds between two samples of the daemon's RSS
@@ -228,7 +228,7 @@ class Tally:
             self.reads[kind] += 1
             if problem is not None:
                 self.torn[kind] += 1
-                if len(self.torn_examples) < EXAMPLES:
+                if self.torn[kind] <= EXAMPLES:
                     self.torn_examples.append(f"{path.name}: {problem}")
 
     def wrote(self, pattern: str) -> None:
@@ -238,14 +238,14 @@ class Tally:
     def crashed(self, client: str, exc: BaseException) -> None:
         with self.lock:
             self.errors[f"{client} crashed"] += 1
-            if len(self.error_examples) < EXAMPLES:
+            if self.errors[f"{client} crashed"] <= EXAMPLES:
                 self.error_examples.append(f"{client} crashed: {exc!r}")
 
     def error(self, op: str, path: Path, exc: OSError) -> None:
         code = errno.errorcode.get(exc.errno or 0, str(exc.errno))
         with self.lock:
             self.errors[f"{op} {code}"] += 1
-            if len(self.error_examples) < EXAMPLES:
+            if self.errors[f"{op} {code}"] <= EXAMPLES:
                 self.error_examples.append(f"{op} {path.name}: {code} ({exc.strerror})")
 
 
@@ -465,7 +465,7 @@ class Report:
             )
         if self.end_problems:
             lines.append(f"  at the end: {len(self.end_problems)} problems")
-            lines += [f"    {p}" for p in self.end_problems[:EXAMPLES]]
+            lines += [f"    {p}" for p in self.end_problems[: 4 * EXAMPLES]]
         else:
             lines.append(
                 "  at the end: every head whole on disk and through the mount, no temporary "
