@@ -419,7 +419,8 @@ class Report:
 
     @property
     def ok(self) -> bool:
-        return not (self.torn or self.errors or self.end_problems or self.hung)
+        growing = self.rss["start_kib"] is not None and not self.rss["steady"]
+        return not (self.torn or self.errors or self.end_problems or self.hung or growing)
 
     def as_dict(self) -> dict[str, Any]:
         t = self.tally
@@ -741,6 +742,9 @@ def main(argv: Iterable[str] | None = None) -> int:
     out = args.out.resolve()
     mix = Mix(args.writers, args.readers, args.oob)
     base = Path(tempfile.mkdtemp(prefix="memfs-soak-"))
+    from .fixture import sandbox_env
+
+    os.environ.update(sandbox_env(base / "self"))  # this process never touches the real home
 
     def interrupted(signum: int, frame: object) -> None:
         raise KeyboardInterrupt(signal.Signals(signum).name)
