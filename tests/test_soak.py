@@ -77,6 +77,7 @@ def test_a_render_passes_whole_or_cut_and_a_part_of_one_does_not(budget: int) ->
     spliced = rendered[:300] + other[300 : len(rendered)]
     assert soak.check_preamble(spliced, len(spliced)) is not None
     swapped = rendered.replace(bodies[1][60:120], bodies[1][60:119] + b"x", 1)
+    assert swapped != rendered, "the 800-byte body is inlined at this budget"
     assert soak.check_preamble(swapped, len(swapped)) is not None
 
 
