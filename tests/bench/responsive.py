@@ -64,9 +64,9 @@ json.dump(samples, sys.stdout)
 CASES = {
     "idle": "nothing (idle)",
     "list": "lists a project of {big:,} files, first time",
-    "append": "appends to 1 MiB read-only",
+    "append": "appends to a 1 MiB read-only head (copy-up)",
     "edit": "edits a 1 MiB own file in place",
-    "unlink": "unlinks 30 read-only",
+    "unlink": "unlinks 30 read-only files (whiteouts)",
 }
 # The cases issue 10 sets a target for, named short for the targets' lines.
 LOADED = {
