@@ -303,3 +303,67 @@ def build_many_projects(base: Path, *, seed: int, accounts: int, projects: int) 
             topics[(i + 1) % accounts] = 1
         _fill_project(fx, rng, i, topics, 0, {})
     return fx
+
+
+# --- the responsiveness phase ------------------------------------------------------------
+
+MIB = 1 << 20
+READER_PROJECT = "/home/bench/src/reader"
+WORK_PROJECT = "/home/bench/src/work"
+UNLINKED = 30  # read-only files unlinked per round (whiteouts)
+
+
+@dataclass
+class Responsive:
+    """One mount's worth of targets for the responsiveness phase, ``rounds`` of each."""
+
+    fixture: Fixture
+    reader_slug: str  # a small project the first client reads from, loaded before
+    work_slug: str  # where the second client appends, edits and unlinks
+    big_slugs: list[str]  # one never-listed project of ``big_files`` files per round
+    appends: int  # 1 MiB read-only heads per round, each appended to once (a copy-up each)
+
+    def read_only_head(self, r: int, k: int) -> str:
+        return f"big-ro-{r}-{k}.md"
+
+    def unlinked(self, r: int, i: int) -> str:
+        return f"gone-{r}-{i:02d}.md"
+
+
+def build_responsive(
+    base: Path, *, seed: int, rounds: int, big_files: int, appends: int
+) -> Responsive:
+    """Two accounts (the first own): a reader's project, a work project holding 1 MiB
+    read-only heads, a 1 MiB own file and files to unlink, and ``rounds`` projects of
+    ``big_files`` files each, never listed before the phase lists them. The size cap is
+    2 MiB, so a 1 MiB head stays served after an append."""
+    rng = random.Random(seed)
+    fx = _new(base, 2, with_pi=False)
+    with open(fx.config, "a", encoding="utf-8") as f:
+        f.write(f"\n[limits]\nmax_file_bytes = {2 * MIB}\n")
+    reader = claude_slug(READER_PROJECT)
+    work = claude_slug(WORK_PROJECT)
+    folder = fx.source_path(0, reader, "")
+    folder.mkdir(parents=True)
+    for k in range(10):
+        _write(folder / f"note-{k}.md", _body(rng, 4096, f"note-{k}"), _mtime(rng))
+    own, ro = fx.source_path(0, work, ""), fx.source_path(1, work, "")
+    own.mkdir(parents=True)
+    ro.mkdir(parents=True)
+    big = (b"x" * 127 + b"\n") * (MIB // 128)
+    _write(own / "big-own.md", big, _mtime(rng))
+    out = Responsive(fx, reader, work, [], appends)
+    for r in range(rounds):
+        for k in range(appends):
+            _write(ro / out.read_only_head(r, k), big, _mtime(rng))
+        for i in range(UNLINKED):
+            _write(ro / out.unlinked(r, i), _body(rng, 300, "gone"), _mtime(rng))
+        slug = claude_slug(f"/home/bench/src/big-{r}")
+        out.big_slugs.append(slug)
+        for a in range(2):
+            folder = fx.source_path(a, slug, "")
+            folder.mkdir(parents=True)
+            for i in range(a, big_files, 2):
+                _write(folder / f"file-{i:05d}.md", b"a small note\n", _mtime(rng))
+    fx.source_files = sum(1 for _ in base.rglob("*.md"))
+    return out

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+import secrets
 import stat
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -161,9 +162,11 @@ def write_truncate(path: Path, data: bytes) -> None:
 
 
 def write_temp_rename(folder: Path, name: str, data: bytes) -> None:
-    """The careful program's sequence, through the mount: temp, write, fsync, close, rename."""
-    temp = folder / f".{name}.tmp.{os.getpid()}"
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+    """Claude Code's write, through the mount: ``NAME.tmp.<pid>.<12 hex>`` created with
+    ``O_EXCL|O_NOFOLLOW``, written, fsync, close, renamed over ``NAME`` (SPEC 7.3)."""
+    temp = folder / f"{name}.tmp.{os.getpid()}.{secrets.token_hex(6)}"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(temp, flags, 0o644)
     try:
         os.write(fd, data)
         os.fsync(fd)
