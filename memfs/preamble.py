@@ -39,6 +39,8 @@ __all__ = [
     "render",
     "render_empty",
     "strip_drift_header",
+    "utc_date",
+    "utc_minute",
     "water_fill",
 ]
 
