@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from pathlib import Path
 from unittest import mock
 
 import pytest
+from helpers import FakeHome, at, fake_home, load_project, write
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memfs import preamble as preamble_mod
+from memfs.config import Config, PreambleSettings
 from memfs.preamble import (
     Doc,
     IndexEntry,
@@ -30,6 +33,7 @@ from memfs.preamble import (
     utc_minute,
     water_fill,
 )
+from memfs.project import HISTORY, Kind, history_stamp
 
 PROPS = settings(deadline=None, max_examples=300, database=None)
 
@@ -906,3 +910,345 @@ def check_cut(shown: bytes, body: bytes, path: str) -> None:
         prefix = prefix[:-1]  # the newline that ends a partial line
     assert body.startswith(prefix)
     assert int(marker[1]) == len(body) - len(prefix) > 0
+
+
+# --- through a loaded project (SPEC 6 as amended) ------------------------------------------
+#
+# The renderer's inputs are picked by project.py: which handoff is the latest, which heads
+# are superseded, stale or not text. These tests load projects from a fake home.
+
+MOUNT_AT = "/mnt/memfs/-home-a-my-proj-v2"
+NOW = at(1000)
+
+
+@pytest.fixture
+def fh(tmp_path: Path) -> FakeHome:
+    """Sources claude (own), work and pi, in that config order."""
+    fh = fake_home(tmp_path)
+    assert [s.name for s in fh.config().sources] == ["claude", "work", "pi"]
+    return fh
+
+
+def settings_of(fh: FakeHome, **kw: int) -> Config:
+    return dataclasses.replace(fh.config(), preamble=PreambleSettings(**kw))
+
+
+def index_line(text: bytes, name: str) -> bytes:
+    """The index line of `name` (the whole line, without its newline)."""
+    found = [ln for ln in text.split(b"\n") if ln.startswith(f"- {name} (".encode())]
+    assert len(found) == 1, (name, text)
+    return found[0]
+
+
+def sections(text: bytes) -> list[bytes]:
+    return [s.split(b"\n")[0] for s in text.split(b"\n## ")[1:]]
+
+
+def test_only_the_latest_handoff_is_inlined(fh: FakeHome) -> None:
+    # The issue's case: one dated handoff, two older ones (one undated, newer by mtime).
+    own, work = fh.memory(".claude"), fh.memory(".claude-work")
+    write(work / "handoff-a_20260101.md", "current plan\n", at(59.9))  # 00:00, not 00:01
+    write(own / "handoff-b_20251230.md", "stale plan\n", at(20))
+    write(own / "handoff-orchestrator.md", "older, undated\n", at(500))
+    write(own / "topic.md", "---\ndescription: a topic\n---\ntopic body\n", at(5))
+    text = load_project(fh.config()).preamble(MOUNT_AT, NOW)
+    assert sections(text) == [
+        b"Handoff: handoff-a_20260101.md (from work, 2026-01-01 00:00 UTC)",
+        b"Recent: topic.md",
+        b"Other files",
+    ]
+    assert b"current plan" in text
+    assert b"stale plan" not in text
+    assert b"older, undated" not in text
+    assert index_line(text, "handoff-orchestrator.md") == (
+        b"- handoff-orchestrator.md (15 bytes, 2026-01-01; superseded handoff)"
+    )
+    assert index_line(text, "handoff-b_20251230.md") == (
+        b"- handoff-b_20251230.md (11 bytes, 2026-01-01; superseded handoff)"
+    )
+
+
+def test_index_lines_carry_utc_dates(fh: FakeHome) -> None:
+    own = fh.memory(".claude")
+    day = 86_400
+    write(own / "a.md", "---\ndescription: first\n---\n", at(-1))  # 2025-12-31 23:59:59
+    write(own / "b.md", "b\n", at(3 * day))
+    write(own / "new.md", "n\n", at(10 * day))
+    project = load_project(settings_of(fh, newest=1))
+    text = project.preamble(MOUNT_AT, at(20 * day))
+    assert index_line(text, "b.md") == b"- b.md (2 bytes, 2026-01-04)"
+    assert index_line(text, "a.md") == b"- a.md (27 bytes, 2025-12-31): first"
+
+
+def test_stale_own_head_is_marked_everywhere(fh: FakeHome) -> None:
+    own, work, pi = fh.memory(".claude"), fh.memory(".claude-work"), fh.pi()
+    for name in ("handoff_20260101.md", "recent.md", "indexed.md"):
+        write(own / name, f"own {name}\n", at(10))
+        write(work / name, f"work {name}\n", at(20))
+        write(pi / name, f"pi {name}\n", at(30))  # the newest: its path is the one named
+    write(own / "fresh.md", "own and newest\n", at(40))
+    write(work / "fresh.md", "older elsewhere\n", at(5))
+    write(own / "newer.md", "n\n", at(50))
+    project = load_project(settings_of(fh, newest=3))
+    text = project.preamble(MOUNT_AT, NOW)
+    stale = {
+        name: f"{HISTORY}/{name}/pi@{history_stamp(at(30))}.md"
+        for name in ("handoff_20260101.md", "recent.md", "indexed.md")
+    }
+    for path in stale.values():  # the path named is the one the view shows
+        leaf = project.tree.leaf(path)
+        assert leaf is not None
+        assert leaf.kind is Kind.HISTORY
+        assert leaf.version is not None
+        assert project.source_name(leaf.version) == "pi"
+    assert (
+        f"## Handoff: handoff_20260101.md (from claude, 2026-01-01 00:00 UTC; "
+        f"own copy older than {stale['handoff_20260101.md']})\n".encode()
+    ) in text
+    assert sections(text)[1:3] == [
+        b"Recent: newer.md",
+        b"Recent: fresh.md",
+    ] or b"Recent: recent.md" in b"\n".join(sections(text))
+    assert index_line(text, "indexed.md").endswith(
+        f"; own copy older than {stale['indexed.md']})".encode()
+    )
+    assert b"fresh.md (own copy" not in text  # the own version is the newest: no mark
+    assert project.stale_own_heads() == sorted(stale.items())
+
+
+def test_stale_mark_on_a_recent_heading(fh: FakeHome) -> None:
+    own, work = fh.memory(".claude"), fh.memory(".claude-work")
+    write(own / "notes.md", "own notes\n", at(10))
+    write(work / "notes.md", "newer notes\n", at(20))
+    project = load_project(fh.config())
+    text = project.preamble(MOUNT_AT, NOW)
+    where = f"{HISTORY}/notes.md/work@{history_stamp(at(20))}.md"
+    assert f"## Recent: notes.md (own copy older than {where})\n\nown notes\n".encode() in text
+    # Without a mount the real file is named: a .history/ path exists only in the view.
+    real = project.preamble(None, NOW)
+    assert f"(own copy older than {work / 'notes.md'})".encode() in real
+
+
+def test_no_stale_mark_without_a_newer_version_elsewhere(fh: FakeHome) -> None:
+    own, work = fh.memory(".claude"), fh.memory(".claude-work")
+    write(own / "same-time.md", "own\n", at(10))
+    write(work / "same-time.md", "work\n", at(10))  # not newer: as new
+    write(work / "only-work.md", "work\n", at(20))  # not an own head
+    write(fh.pi() / "only-work.md", "pi\n", at(30))
+    project = load_project(fh.config())
+    assert b"own copy older" not in project.preamble(MOUNT_AT, NOW)
+    assert project.stale_own_heads() == []
+
+
+def test_a_whited_out_newer_version_is_no_mark(fh: FakeHome) -> None:
+    write(fh.memory(".claude") / "notes.md", "own\n", at(10))
+    write(fh.memory(".claude-work") / "notes.md", "dismissed\n", at(20))
+    project = load_project(fh.config())
+    assert len(project.stale_own_heads()) == 1
+    project.whiteout("notes.md")
+    project._check()
+    assert project.stale_own_heads() == []
+    assert b"own copy older" not in project.preamble(MOUNT_AT, NOW)
+
+
+def test_a_future_newer_version_marks_once_it_is_due(fh: FakeHome) -> None:
+    write(fh.memory(".claude") / "notes.md", "own\n", at(10))
+    write(fh.memory(".claude-work") / "notes.md", "from the future\n", at(2000))
+    project = load_project(fh.config())
+    assert b"own copy older" not in project.preamble(MOUNT_AT, NOW)
+    assert project.preamble_valid_until() == at(2000)
+    assert b"own copy older than .history/notes.md/work@" in project.preamble(MOUNT_AT, at(2000))
+    # Status counts versions of any date.
+    assert [p for p, _ in project.stale_own_heads()] == ["notes.md"]
+
+
+def test_stale_own_heads_follow_changes(fh: FakeHome) -> None:
+    own, work = fh.memory(".claude"), fh.memory(".claude-work")
+    write(own / "a.md", "own\n", at(10))
+    project = load_project(fh.config())
+    assert project.stale_own_heads() == []
+    write(work / "a.md", "newer\n", at(20))
+    project.rescan(1)
+    project._check()
+    assert project.stale_own_heads() == [
+        ("a.md", f"{HISTORY}/a.md/work@{history_stamp(at(20))}.md")
+    ]
+    write(own / "a.md", "own, newest again\n", at(30))
+    project.rescan(0)
+    assert project.stale_own_heads() == []
+
+
+def test_memory_over_claude_codes_limit(fh: FakeHome) -> None:
+    # The issue's case: a merged MEMORY.md of 210 linked lines, 150 own and 60 from work.
+    lines = [f"- [Topic {i}](topic-{i}.md) about {i}\n" for i in range(210)]
+    write(fh.memory(".claude") / "MEMORY.md", "".join(lines[:150]), at(1))
+    write(fh.memory(".claude-work") / "MEMORY.md", "".join(lines[140:]), at(2))
+    project = load_project(fh.config())
+    merged = project.memory_index()
+    assert merged == "".join(lines).encode()
+    assert project.memory_over_limit() == MemoryOverLimit(210, len(merged), 10, "lines")
+    text = project.preamble(MOUNT_AT, NOW)
+    assert (
+        b"## Index: MEMORY.md\n\n[Claude Code loads only the first 200 lines or 25,000 bytes "
+        b"of MEMORY.md; this one has 210 lines, %s bytes: 10 linked topics lie beyond Claude "
+        b"Code's first 200 lines]\n\n- [Topic 0]" % f"{len(merged):,}".encode()
+    ) in text
+
+
+def test_memory_within_claude_codes_limit(fh: FakeHome) -> None:
+    write(fh.memory(".claude") / "MEMORY.md", "- [a](a.md)\n" * 200, at(1))
+    project = load_project(fh.config())
+    assert project.memory_over_limit() is None
+    assert b"Claude Code loads" not in project.preamble(MOUNT_AT, NOW)
+    assert load_project(fh.config(), "-no-such-project").memory_over_limit() is None
+
+
+def test_files_that_are_not_text_are_indexed_not_inlined(fh: FakeHome) -> None:
+    own, work = fh.memory(".claude"), fh.memory(".claude-work")
+    write(work / "sparse.md", b"\x00" * 2346, at(50))  # a sync tool's sparse file
+    write(own / "latin1.md", b"caf\xe9\n", at(40))
+    write(own / "text.md", "text\n", at(30))
+    write(own / "older.md", "older\n", at(20))
+    project = load_project(settings_of(fh, newest=2))
+    text = project.preamble(MOUNT_AT, NOW)
+    text.decode()
+    assert b"\x00" not in text
+    # The newest section takes the next text files instead.
+    assert sections(text) == [b"Recent: text.md", b"Recent: older.md", b"Other files"]
+    assert (
+        index_line(text, "sparse.md")
+        == b"- sparse.md (2346 bytes, 2026-01-01; not text, not inlined)"
+    )
+    assert (
+        index_line(text, "latin1.md") == b"- latin1.md (5 bytes, 2026-01-01; not text, not inlined)"
+    )
+
+
+def test_a_latest_handoff_that_is_not_text_supersedes_still(fh: FakeHome) -> None:
+    own = fh.memory(".claude")
+    write(own / "handoff_20260102.md", b"\x00\x01", at(10))
+    write(own / "handoff_20260101.md", "yesterday's plan\n", at(20))
+    text = load_project(fh.config()).preamble(MOUNT_AT, NOW)
+    # No older handoff is inlined in its place: it would be read as current.
+    assert b"yesterday's plan" not in text
+    assert b"## Handoff" not in text
+    assert index_line(text, "handoff_20260102.md").endswith(b"; not text, not inlined)")
+    assert index_line(text, "handoff_20260101.md").endswith(b"; superseded handoff)")
+
+
+def test_superseded_handoffs_do_not_starve_the_newest_files(fh: FakeHome) -> None:
+    # Orchestrators leave one dated handoff per run: dozens, all newer than any topic.
+    own = fh.memory(".claude")
+    write(own / "topic.md", "the topic\n", at(1))
+    for day in range(1, 29):
+        write(own / f"handoff_202602{day:02}.md", f"run {day}\n", at(100 + day))
+    project = load_project(settings_of(fh, newest=1, index_max=5))
+    text = project.preamble(MOUNT_AT, NOW)
+    assert sections(text) == [
+        b"Handoff: handoff_20260228.md (from claude, 2026-01-01 00:02 UTC)",
+        b"Recent: topic.md",
+        b"Other files",
+    ]
+    assert text.count(b"; superseded handoff)") == 5
+    assert text.endswith(b"\xe2\x80\xa6 +22 more\n")
+
+
+def test_identical_sources_give_identical_bytes(fh: FakeHome, tmp_path: Path) -> None:
+    own, work, pi = fh.memory(".claude"), fh.memory(".claude-work"), fh.pi()
+    write(own / "MEMORY.md", "".join(f"- [t{i}](t{i}.md)\n" for i in range(150)), at(1))
+    write(work / "MEMORY.md", "".join(f"- [u{i}](u{i}.md)\n" for i in range(100)), at(2))
+    write(work / "handoff-x_20260101.md", "plan\n", at(3))
+    write(own / "handoff.md", "undated\n", at(4))
+    write(own / "notes.md", "own\n", at(5))
+    write(pi / "notes.md", "pi\n", at(6))
+    write(pi / "bin.md", b"\x00", at(7))
+    text = load_project(fh.config()).preamble(MOUNT_AT, NOW)
+    assert load_project(fh.config()).preamble(MOUNT_AT, NOW) == text
+    # A copy of the same folders elsewhere, same mtimes: the same bytes.
+    copy = fake_home(tmp_path / "copy")
+    for src, dst in (
+        (own, copy.memory(".claude")),
+        (work, copy.memory(".claude-work")),
+        (pi, copy.pi()),
+    ):
+        for f in src.iterdir():
+            write(dst / f.name, f.read_bytes(), f.stat().st_mtime_ns)
+    assert load_project(copy.config()).preamble(MOUNT_AT, NOW) == text
+    for part in (b"superseded handoff", b"own copy older than", b"not text", b"Claude Code loads"):
+        assert part in text
+
+
+def test_preamble_stays_cached_per_change(fh: FakeHome) -> None:
+    write(fh.memory(".claude") / "notes.md", "own\n", at(10))
+    fh.memory(".claude-work")  # its folder, empty: origin 1
+    project = load_project(fh.config())
+    text = project.preamble(MOUNT_AT, NOW)
+    assert project.preamble(MOUNT_AT, NOW + 1) is text
+    write(fh.memory(".claude-work") / "notes.md", "newer\n", at(20))
+    project.rescan(1)
+    assert b"own copy older than" in project.preamble(MOUNT_AT, NOW + 2)
+
+
+NAMES = (
+    "a.md",
+    "b.md",
+    "sub/c.md",
+    "handoff.md",
+    "handoff-x_20260101.md",
+    "handoff-y_20260102.md",
+    "sub/handoff_20251231.md",
+    "MEMORY.md",
+)
+ACCOUNTS = (".claude", ".claude-work", None)  # None: pi
+project_bodies = st.one_of(
+    st.text(st.sampled_from("ab \n\u00e9\U0001f4dd"), max_size=300).map(str.encode),
+    st.binary(max_size=60),
+    st.integers(0, 260).map(linked),
+)
+
+
+@given(
+    files=st.dictionaries(
+        st.tuples(st.sampled_from(ACCOUNTS), st.sampled_from(NAMES)),
+        st.tuples(project_bodies, st.integers(0, 2000)),
+        max_size=14,
+    ),
+    budget=st.integers(0, 9000),
+    now=st.integers(0, 2000),
+)
+@settings(deadline=None, max_examples=60, database=None)
+def test_project_preamble_properties(
+    tmp_path_factory: pytest.TempPathFactory,
+    files: dict[tuple[str | None, str], tuple[bytes, int]],
+    budget: int,
+    now: int,
+) -> None:
+    fh = fake_home(tmp_path_factory.mktemp("props"))
+    for (account, name), (data, seconds) in files.items():
+        folder = fh.pi() if account is None else fh.memory(account)
+        write(folder / name, data, at(seconds))
+    config = settings_of(fh, budget=budget, newest=2, file_cap=3000, index_max=5)
+    project = load_project(config)
+    text = project.preamble(MOUNT_AT, at(now))
+    assert len(text) <= budget
+    text.decode()
+    assert b"\x00" not in text
+    # Identical sources, identical bytes.
+    assert load_project(config).preamble(MOUNT_AT, at(now)) == text
+    # One handoff at most is inlined, and it is the latest; no other is.
+    headings = sections(text)
+    assert not [h for h in headings if h.startswith(b"Recent: ") and b"handoff" in h]
+    handoffs = [h for h in headings if h.startswith(b"Handoff: ")]
+    present = [
+        (preamble_mod.handoff_rank(v.path.rsplit("/", 1)[-1], v.mtime_ns), v.path)
+        for v in project._handoffs
+        if v.mtime_ns <= at(now)
+    ]
+    if handoffs:
+        assert handoffs[0].startswith(f"Handoff: {max(present)[1]} (from ".encode())
+    # Every own head with a newer version elsewhere, as status sees it, is a real view path.
+    for view_path, newer in project.stale_own_heads():
+        leaf = project.tree.leaf(newer)
+        assert leaf is not None
+        assert leaf.kind is Kind.HISTORY
+        assert project.head(view_path) is not None
