@@ -508,7 +508,7 @@ class Project:
                 continue
             # Superseded handoffs are never inlined (SPEC 6.4): a stale handoff read as
             # current derails an agent. Nor is the latest when it is not text.
-            superseded = not is_latest and v in self._handoffs
+            superseded = latest is not None and not is_latest and v in self._handoffs
             not_text = is_latest
             if not superseded and not is_latest and len(newest) < settings.newest:
                 reads += 1
@@ -723,6 +723,21 @@ class Project:
 
     def _heads_memory(self) -> list[Version]:
         return [v for p, v in self._heads.items() if p == MEMORY]
+
+
+def empty_preamble(config: Config, slug: str, files_at: str | None) -> bytes:
+    """PREAMBLE.md of project ``slug`` while no source holds memory for it (SPEC 4, 6).
+
+    Needs no Project: the frame says there is no memory yet and where the first write
+    lands (the own source's folder for ``slug``), or that the mount is read-only. Under
+    the configured budget. ``files_at`` is the project's folder in the mount; None (no
+    mount) names the own source's folder there instead, or the slug without one.
+    """
+    own = config.own
+    own_folder = str(own.folder(slug)) if own is not None else None
+    return preamble.render_empty(
+        slug, files_at or own_folder or slug, own_folder, budget=config.preamble.budget
+    )
 
 
 class _Due:

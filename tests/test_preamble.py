@@ -33,7 +33,7 @@ from memfs.preamble import (
     utc_minute,
     water_fill,
 )
-from memfs.project import HISTORY, Kind, history_stamp
+from memfs.project import HISTORY, Kind, empty_preamble, history_stamp
 
 PROPS = settings(deadline=None, max_examples=300, database=None)
 
@@ -1252,3 +1252,27 @@ def test_project_preamble_properties(
         assert leaf is not None
         assert leaf.kind is Kind.HISTORY
         assert project.head(view_path) is not None
+
+
+def test_empty_preamble_for_a_project_with_no_memory(fh: FakeHome) -> None:
+    config = fh.config()
+    slug = "-home-a-brand-new"
+    text = empty_preamble(config, slug, f"/mnt/memfs/{slug}")
+    own = fh.account(".claude") / "projects" / slug / "memory"
+    assert not own.exists()  # rendering it creates nothing
+    assert text == render_empty(slug, f"/mnt/memfs/{slug}", str(own), budget=8192)
+    assert f"lands in {own} (created on the first write)".encode() in text
+    assert b"No memory for this project yet" in text
+    # Without a mount the own folder is named as where the files are.
+    assert f"Files: {own}\n".encode() in empty_preamble(config, slug, None)
+    # No own source: the mount is read-only, and the frame says so.
+    read_only = dataclasses.replace(
+        config, sources=tuple(dataclasses.replace(s, own=False) for s in config.sources)
+    )
+    assert read_only.own is None
+    text = empty_preamble(read_only, slug, f"/mnt/memfs/{slug}")
+    assert b"read-only (no own source)" in text
+    assert b"lands in" not in text
+    # The budget holds here too.
+    small = dataclasses.replace(config, preamble=PreambleSettings(budget=40))
+    assert len(empty_preamble(small, slug, f"/mnt/memfs/{slug}")) <= 40
