@@ -525,20 +525,25 @@ def _memory_piece(doc: Doc) -> _Piece:
 
 
 def _over_limit_note(over: MemoryOverLimit) -> bytes:
-    limit = (
-        f"{CLAUDE_MEMORY_LINES} lines"
+    """The MEMORY.md section's first line when Claude Code would not load it all."""
+    first = (
+        f"first {CLAUDE_MEMORY_LINES} lines"
         if over.cut_by == "lines"
-        else f"{CLAUDE_MEMORY_BYTES:,} bytes"
+        else f"first {CLAUDE_MEMORY_BYTES:,} bytes"
     )
-    topics = (
-        "1 linked topic lies"
-        if over.topics_beyond == 1
-        else (f"{over.topics_beyond} linked topics lie")
-    )
+    if over.topics_beyond == 0:
+        topics = f"no topic lies beyond Claude Code's {first}"
+    elif over.topics_beyond == 1:
+        topics = f"1 topic lies beyond Claude Code's {first}, so it never sees its link"
+    else:
+        topics = (
+            f"{over.topics_beyond} topics lie beyond Claude Code's {first}, "
+            "so it never sees their links"
+        )
     return (
-        f"[Claude Code loads only the first {CLAUDE_MEMORY_LINES} lines or "
-        f"{CLAUDE_MEMORY_BYTES:,} bytes of MEMORY.md; this one has {over.lines:,} lines, "
-        f"{over.size:,} bytes: {topics} beyond Claude Code's first {limit}]\n\n"
+        f"[MEMORY.md is longer than Claude Code loads (its first {CLAUDE_MEMORY_LINES} lines "
+        f"or {CLAUDE_MEMORY_BYTES:,} bytes): {over.lines:,} lines, {over.size:,} bytes; "
+        f"{topics}]\n\n"
     ).encode()
 
 

@@ -575,7 +575,7 @@ class Project:
             texts = [self._read_or_empty(v).decode("utf-8", "surrogateescape") for v in present]
             body = index.union_index(texts[0], texts[1:]).encode("utf-8", "surrogateescape")
         where = f"{files_at}/{MEMORY}" if files_at else str(self.real_path(present[0]))
-        return Doc(where, MEMORY, body), until
+        return Doc(where, MEMORY, body, mtime_ns=max(v.mtime_ns for v in present)), until
 
     def _real_folder(self) -> str:
         own = self.config.own_index
@@ -631,8 +631,10 @@ class Project:
             and v.mtime_ns > head.mtime_ns
             and self._eligible(v)
         ]
-        present = [v for v in newer if now is None or v.mtime_ns <= now]
-        later = min((v.mtime_ns for v in newer if v not in present), default=FOREVER_NS)
+        if now is None:
+            return (self._newest_first(newer)[0] if newer else None), FOREVER_NS
+        present = [v for v in newer if v.mtime_ns <= now]
+        later = min((v.mtime_ns for v in newer if v.mtime_ns > now), default=FOREVER_NS)
         return (self._newest_first(present)[0] if present else None), later
 
     def _stale_mark(self, v: Version, files_at: str | None, now: int, due: _Due) -> str | None:

@@ -438,8 +438,10 @@ def test_long_memory_does_not_crowd_out_handoff_or_newest() -> None:
         out.split(b"## Index: MEMORY.md\n\n")[1].split(b"[\xe2\x80\xa6")[0].split(b"]\n\n")
     )
     # Claude Code would load only the first 200 of its 2000 linked lines.
-    assert note.startswith(b"[Claude Code loads only the first 200 lines or 25,000 bytes")
-    assert note.endswith(b"1800 linked topics lie beyond Claude Code's first 200 lines")
+    assert note.startswith(b"[MEMORY.md is longer than Claude Code loads")
+    assert note.endswith(
+        b"1800 topics lie beyond Claude Code's first 200 lines, so it never sees their links"
+    )
     assert int(omitted) == len(memory.encode()) - len(shown)
     assert path == f"{FILES_AT}/MEMORY.md".encode()
     # MEMORY.md took what the others left over, cut at a line end.
@@ -692,16 +694,23 @@ def test_memory_over_limit_property(
 def test_render_says_memory_passes_claude_codes_limit() -> None:
     out = render(preamble_input(index=doc("MEMORY.md", linked(210))), budget=8192, file_cap=4096)
     note = (
-        b"\n## Index: MEMORY.md\n\n[Claude Code loads only the first 200 lines or 25,000 bytes of"
-        b" MEMORY.md; this one has 210 lines, %s bytes: 10 linked topics lie beyond Claude "
-        b"Code's first 200 lines]\n\n- [Topic 000](topic-000.md)" % f"{len(linked(210)):,}".encode()
+        b"\n## Index: MEMORY.md\n\n[MEMORY.md is longer than Claude Code loads (its first 200 "
+        b"lines or 25,000 bytes): 210 lines, %s bytes; 10 topics lie beyond Claude Code's first "
+        b"200 lines, so it never sees their links]\n\n- [Topic 000](topic-000.md)"
+        % f"{len(linked(210)):,}".encode()
     )
     assert note in out
     one = b"x" * 24_990 + b"\n- [a](a.md) more\n"  # its second line ends past 25,000
     out = render(preamble_input(index=doc("MEMORY.md", one)), budget=8192, file_cap=4096)
-    assert b": 1 linked topic lies beyond Claude Code's first 25,000 bytes]\n\n" in out
+    assert (
+        b" bytes; 1 topic lies beyond Claude Code's first 25,000 bytes, "
+        b"so it never sees its link]\n\n" in out
+    )
+    unlinked = b"x" * 24_990 + b"\n" + b"y" * 20 + b"\n"  # no link past the limit
+    out = render(preamble_input(index=doc("MEMORY.md", unlinked)), budget=8192, file_cap=4096)
+    assert b"; no topic lies beyond Claude Code's first 25,000 bytes]\n\n" in out
     short = render(preamble_input(index=doc("MEMORY.md", linked(200))), budget=8192, file_cap=4096)
-    assert b"Claude Code loads" not in short
+    assert b"longer than Claude Code loads" not in short
 
 
 # --- render_empty: a project with no memory yet ---------------------------------------------
@@ -876,18 +885,19 @@ def check_over_limit_note(shown: bytes, body: bytes) -> bytes:
     """A MEMORY.md past Claude Code's limits says so first, with the topics beyond."""
     over = memory_over_limit(body)
     if over is None:
-        assert not shown.startswith(b"[Claude Code loads")
+        assert not shown.startswith(b"[MEMORY.md is longer")
         return shown
     note, sep, rest = shown.partition(b"]\n\n")
     assert sep, shown
-    topics = (
-        b"1 linked topic lies"
-        if over.topics_beyond == 1
-        else b"%d linked topics lie" % over.topics_beyond
+    topics = {0: b"no topic lies", 1: b"1 topic lies"}.get(
+        over.topics_beyond, b"%d topics lie" % over.topics_beyond
     )
-    assert note.startswith(b"[Claude Code loads only the first 200 lines or 25,000 bytes")
-    assert b"this one has %s lines" % f"{over.lines:,}".encode() in note
-    assert topics + b" beyond Claude Code's first " in note
+    first = b"200 lines" if over.cut_by == "lines" else b"25,000 bytes"
+    assert note.startswith(b"[MEMORY.md is longer than Claude Code loads (its first 200 lines")
+    assert (
+        b"): %s lines, %s bytes; " % (f"{over.lines:,}".encode(), f"{over.size:,}".encode()) in note
+    )
+    assert topics + b" beyond Claude Code's first " + first in note
     return rest
 
 
@@ -1089,9 +1099,9 @@ def test_memory_over_claude_codes_limit(fh: FakeHome) -> None:
     assert project.memory_over_limit() == MemoryOverLimit(210, len(merged), 10, "lines")
     text = project.preamble(MOUNT_AT, NOW)
     assert (
-        b"## Index: MEMORY.md\n\n[Claude Code loads only the first 200 lines or 25,000 bytes "
-        b"of MEMORY.md; this one has 210 lines, %s bytes: 10 linked topics lie beyond Claude "
-        b"Code's first 200 lines]\n\n- [Topic 0]" % f"{len(merged):,}".encode()
+        b"## Index: MEMORY.md\n\n[MEMORY.md is longer than Claude Code loads (its first 200 "
+        b"lines or 25,000 bytes): 210 lines, %s bytes; 10 topics lie beyond Claude Code's first "
+        b"200 lines, so it never sees their links]\n\n- [Topic 0]" % f"{len(merged):,}".encode()
     ) in text
 
 
@@ -1099,7 +1109,7 @@ def test_memory_within_claude_codes_limit(fh: FakeHome) -> None:
     write(fh.memory(".claude") / "MEMORY.md", "- [a](a.md)\n" * 200, at(1))
     project = load_project(fh.config())
     assert project.memory_over_limit() is None
-    assert b"Claude Code loads" not in project.preamble(MOUNT_AT, NOW)
+    assert b"longer than Claude Code loads" not in project.preamble(MOUNT_AT, NOW)
     assert load_project(fh.config(), "-no-such-project").memory_over_limit() is None
 
 
@@ -1174,7 +1184,7 @@ def test_identical_sources_give_identical_bytes(fh: FakeHome, tmp_path: Path) ->
         for f in src.iterdir():
             write(dst / f.name, f.read_bytes(), f.stat().st_mtime_ns)
     assert load_project(copy.config()).preamble(MOUNT_AT, NOW) == text
-    for part in (b"superseded handoff", b"own copy older than", b"not text", b"Claude Code loads"):
+    for part in (b"superseded handoff", b"own copy older than", b"not text", b"topics lie beyond"):
         assert part in text
 
 
