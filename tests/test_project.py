@@ -498,10 +498,8 @@ def test_preamble_picks_the_latest_dated_handoff(fh: FakeHome) -> None:
     # The other handoffs are superseded: only in the index, marked, never inlined.
     assert b"## Recent" not in text
     for name in ("handoff.md", "handoff-b_20251231.md", "handoff-c_20251230.md"):
-        assert f"- {name} (".encode() in text
-        assert text.split(f"- {name} (".encode())[1].split(b"\n")[0].endswith(
-            b"; superseded handoff)"
-        )
+        line = text.split(f"\n- {name} (".encode())[1].split(b"\n")[0]
+        assert line.endswith(b"; superseded handoff)")
     assert b"undated, newest by mtime" not in text
     assert b"older still" not in text
 
