@@ -2,8 +2,10 @@
 
 The pure renderer of the synthetic preamble, plus the small rules it rests on:
 which file is the latest handoff, what a drift header is, where a file's
-frontmatter `description` lies, how to cut bytes without splitting a character,
-and how a budget is shared fairly (water-filling).
+frontmatter `description` lies, what is text (and so may be inlined), how much
+of a MEMORY.md Claude Code loads, how to cut bytes without splitting a
+character, and how a budget is shared fairly (water-filling). `render_empty`
+gives the preamble of a project no source holds memory for yet.
 
 This module imports neither pyfuse3 nor trio and does no I/O: `project.py`
 reads the files, picks the inputs and calls `render`. Everything here is a
@@ -577,13 +579,11 @@ def _not_text_entry(doc: Doc) -> IndexEntry:
     return IndexEntry(doc.title, len(doc.body), None, doc.mtime_ns, newer=doc.newer, not_text=True)
 
 
-_FILES_LINE = b"Files: %s (read them there for anything cut or left out below)\n"
-
-
 def _frame(inp: PreambleInput) -> bytes:
     return (
         b"# Project memory: %s\n\n"
-        b"Background from earlier sessions, not a live conversation.\n" + _FILES_LINE
+        b"Background from earlier sessions, not a live conversation.\n"
+        b"Files: %s (read them there for anything cut or left out below)\n"
     ) % (_text(inp.project), _text(inp.files_at))
 
 
