@@ -654,10 +654,10 @@ def _fits(piece: _Piece, level: int, share: int) -> bool:
 def render(inp: PreambleInput, *, budget: int, file_cap: int) -> bytes:
     """PREAMBLE.md for `inp`, at most `budget` bytes (SPEC 6).
 
-    The frame comes first (cut itself, with no room for a marker, when the
-    budget cannot hold it); the
-    rest of the budget is water-filled among the handoff, MEMORY.md, each
-    newest file and the index of the others, each capped at `file_cap`. A
+    The frame comes first; when the budget cannot hold it, it is cut (with no
+    room for a marker) and is all there is. The rest of the budget is
+    water-filled among the handoff, MEMORY.md, each newest file and the
+    index of the others, each capped at `file_cap`. A
     piece over its share is cut at a character boundary, near a line end,
     with a marker naming the bytes left out and where to read them; one whose
     share cannot hold its heading and marker is reduced to a one-line note,
@@ -673,7 +673,11 @@ def render(inp: PreambleInput, *, budget: int, file_cap: int) -> bytes:
         raise ValueError(f"budget must be >= 0, got {budget}")
     if file_cap < 0:
         raise ValueError(f"file_cap must be >= 0, got {file_cap}")
-    frame = cut_utf8(_frame(inp), budget)
+    frame = _frame(inp)
+    if len(frame) > budget:
+        # Nothing after a cut frame: a section shown without the frame's "background,
+        # not a live conversation" would read as current.
+        return cut_utf8(frame, budget)
     pieces = _pieces(inp)
     shares, levels = _plan(pieces, budget - len(frame), file_cap)
     out = [frame]

@@ -1286,3 +1286,12 @@ def test_empty_preamble_for_a_project_with_no_memory(fh: FakeHome) -> None:
     # The budget holds here too.
     small = dataclasses.replace(config, preamble=PreambleSettings(budget=40))
     assert len(empty_preamble(small, slug, f"/mnt/memfs/{slug}")) <= 40
+
+
+def test_a_cut_frame_is_all_there_is() -> None:
+    # A section after a cut frame would lack "not a live conversation": none is shown.
+    frame = render(preamble_input(), budget=8192, file_cap=4096)
+    for budget in range(len(frame)):
+        out = render(full_input(), budget=budget, file_cap=4096)
+        assert out == cut_utf8(frame, budget)
+        assert b"##" not in out
