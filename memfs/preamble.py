@@ -2,8 +2,10 @@
 
 The pure renderer of the synthetic preamble, plus the small rules it rests on:
 which file is the latest handoff, what a drift header is, where a file's
-frontmatter `description` lies, how to cut bytes without splitting a character,
-and how a budget is shared fairly (water-filling).
+frontmatter `description` lies, what is text (and so may be inlined), how much
+of a MEMORY.md Claude Code loads, how to cut bytes without splitting a
+character, and how a budget is shared fairly (water-filling). `render_empty`
+gives the preamble of a project no source holds memory for yet.
 
 This module imports neither pyfuse3 nor trio and does no I/O: `project.py`
 reads the files, picks the inputs and calls `render`. Everything here is a
@@ -16,20 +18,31 @@ from __future__ import annotations
 import datetime
 import fnmatch
 import re
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from memfs import index
+
 __all__ = [
+    "CLAUDE_MEMORY_BYTES",
+    "CLAUDE_MEMORY_LINES",
     "Doc",
     "IndexEntry",
+    "MemoryOverLimit",
     "PreambleInput",
     "cut_utf8",
     "description",
     "handoff_date",
     "handoff_rank",
     "is_handoff",
+    "is_text",
+    "memory_over_limit",
     "render",
+    "render_empty",
     "strip_drift_header",
+    "utc_date",
+    "utc_minute",
     "water_fill",
 ]
 
@@ -41,21 +54,43 @@ class Doc:
     Attributes:
         path: where to read the full text; shown in cut markers.
         title: the relative name shown in the section heading.
-        body: the full body, as stored (may be invalid UTF-8).
+        body: the full body, as stored. One that is not text (`is_text`) is never
+            inlined: `render` lists it in the index instead.
+        source: the source it comes from; the handoff's heading names it.
+        mtime_ns: its mtime; the handoff's heading and an index line show it.
+        newer: set when this is the own source's version and another source holds a
+            newer one: where to read that one (its ``.history/`` path in the view).
     """
 
     path: str
     title: str
     body: bytes
+    source: str | None = None
+    mtime_ns: int | None = None
+    newer: str | None = None
 
 
 @dataclass(frozen=True)
 class IndexEntry:
-    """One line of the index of the remaining files."""
+    """One line of the index of the remaining files.
+
+    Attributes:
+        name: the relative name.
+        size: its size in bytes.
+        description: the frontmatter ``description``, if any.
+        mtime_ns: its mtime, shown as a UTC date; None shows none.
+        superseded: a handoff that is not the latest (SPEC 6.2).
+        newer: as `Doc.newer`.
+        not_text: known not to be text, so not inlined though it might have been.
+    """
 
     name: str
     size: int
     description: str | None
+    mtime_ns: int | None = None
+    superseded: bool = False
+    newer: str | None = None
+    not_text: bool = False
 
 
 @dataclass(frozen=True)
@@ -243,6 +278,74 @@ def _one_line(text: str) -> str | None:
     return text or None
 
 
+def is_text(body: bytes) -> bool:
+    """Whether `body` may be inlined: valid UTF-8 holding no NUL byte.
+
+    A NUL byte marks a binary or a sparse file a sync tool is still filling. Invalid
+    UTF-8 counts as not text too (rather than being inlined with replacement
+    characters): every tool memfs serves writes its memory as UTF-8, so such a file is
+    a binary, a partial transfer or another encoding that the agent must open itself;
+    and so the preamble is always valid UTF-8, which a strict reader
+    (``Path.read_text()``) needs, and its cut markers count the file's own bytes.
+    """
+    if b"\x00" in body:
+        return False
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+# What Claude Code loads of MEMORY.md at session start (constants in its own binary);
+# the rest, the newest entries when it appends, it silently drops (its issue #92998).
+CLAUDE_MEMORY_LINES = 200
+CLAUDE_MEMORY_BYTES = 25_000
+
+
+@dataclass(frozen=True)
+class MemoryOverLimit:
+    """A MEMORY.md longer than Claude Code loads.
+
+    Attributes:
+        lines: its lines.
+        size: its bytes.
+        topics_beyond: its linked lines (``[title](target)``) past what Claude Code loads.
+        cut_by: the limit Claude Code hits first: ``"lines"`` or ``"bytes"``.
+    """
+
+    lines: int
+    size: int
+    topics_beyond: int
+    cut_by: str
+
+
+def memory_over_limit(body: bytes) -> MemoryOverLimit | None:
+    """How `body`, a MEMORY.md, passes Claude Code's limits; None when it loads whole.
+
+    Claude Code keeps the first `CLAUDE_MEMORY_LINES` lines and of those the ones that
+    end within the first `CLAUDE_MEMORY_BYTES` bytes (a line cut by the byte limit is
+    lost whole, as a cut at the last line end before it leaves it out). Lines are split
+    on ``\\n`` only, like `index`. O(len(body)).
+    """
+    lines = body.split(b"\n")
+    if lines[-1] == b"":
+        lines.pop()
+    loaded = 0
+    end = 0  # bytes up to the end of the line being looked at, newlines included
+    for line in lines[:CLAUDE_MEMORY_LINES]:
+        end += len(line)
+        if end > CLAUDE_MEMORY_BYTES:
+            break
+        loaded += 1
+        end += 1
+    if loaded == len(lines):
+        return None
+    cut_by = "lines" if loaded == CLAUDE_MEMORY_LINES else "bytes"
+    beyond = sum(1 for line in lines[loaded:] if index.link_target(line.decode("utf-8", "replace")))
+    return MemoryOverLimit(len(lines), len(body), beyond, cut_by)
+
+
 # --- cutting and sharing -------------------------------------------------------
 
 # How far back from the limit a cut looks for a line end: a quarter of the
@@ -380,23 +483,100 @@ def _line_end(text: bytes) -> bytes:
     return b"" if text.endswith(b"\n") or not text else b"\n"
 
 
-def _doc_piece(label: str, doc: Doc) -> _Piece:
-    heading = b"\n## %s: %s\n\n" % (label.encode(), _text(doc.title))
+def _utc(mtime_ns: int, fmt: str) -> str:
+    try:
+        return time.strftime(fmt, time.gmtime(mtime_ns // 1_000_000_000))
+    except (OverflowError, OSError, ValueError):  # no calendar time: say so, never raise
+        return "unknown time"
+
+
+def utc_minute(mtime_ns: int) -> str:
+    """``YYYY-MM-DD HH:MM UTC``: the handoff heading's time."""
+    return _utc(mtime_ns, "%Y-%m-%d %H:%M UTC")
+
+
+def utc_date(mtime_ns: int) -> str:
+    """``YYYY-MM-DD``, in UTC: an index line's date."""
+    return _utc(mtime_ns, "%Y-%m-%d")
+
+
+# The mark of an own head that another source has since outdone (SPEC 6): the own
+# version wins the merge, so the agent must be told where the newer one is.
+STALE = "own copy older than "
+SUPERSEDED = "superseded handoff"
+NOT_TEXT = "not text, not inlined"
+
+
+def _doc_piece(label: str, doc: Doc, notes: Sequence[str] = (), extra: bytes = b"") -> _Piece:
+    notes = [*notes, *([STALE + doc.newer] if doc.newer is not None else [])]
+    about = b" (%s)" % _text("; ".join(notes)) if notes else b""
+    heading = b"\n## %s: %s%s\n\n%s" % (label.encode(), _text(doc.title), about, extra)
     return _Piece(heading, strip_drift_header(doc.body), doc.path, doc.title)
+
+
+def _handoff_piece(doc: Doc) -> _Piece:
+    where = [f"from {doc.source}"] if doc.source is not None else []
+    if doc.mtime_ns is not None:
+        where.append(utc_minute(doc.mtime_ns))
+    return _doc_piece("Handoff", doc, [", ".join(where)] if where else [])
+
+
+def _memory_piece(doc: Doc) -> _Piece:
+    over = memory_over_limit(doc.body)
+    return _doc_piece("Index", doc, extra=_over_limit_note(over) if over else b"")
+
+
+def _over_limit_note(over: MemoryOverLimit) -> bytes:
+    """The MEMORY.md section's first line when Claude Code would not load it all."""
+    first = (
+        f"first {CLAUDE_MEMORY_LINES} lines"
+        if over.cut_by == "lines"
+        else f"first {CLAUDE_MEMORY_BYTES:,} bytes"
+    )
+    if over.topics_beyond == 0:
+        topics = f"no topic lies beyond Claude Code's {first}"
+    elif over.topics_beyond == 1:
+        topics = f"1 topic lies beyond Claude Code's {first}, so it never sees its link"
+    else:
+        topics = (
+            f"{over.topics_beyond} topics lie beyond Claude Code's {first}, "
+            "so it never sees their links"
+        )
+    return (
+        f"[MEMORY.md is longer than Claude Code loads (its first {CLAUDE_MEMORY_LINES} lines "
+        f"or {CLAUDE_MEMORY_BYTES:,} bytes): {over.lines:,} lines, {over.size:,} bytes; "
+        f"{topics}]\n\n"
+    ).encode()
+
+
+def _index_line(entry: IndexEntry) -> bytes:
+    facts = [f"{entry.size} bytes"]
+    if entry.mtime_ns is not None:
+        facts.append(utc_date(entry.mtime_ns))
+    notes = [", ".join(facts)]
+    if entry.superseded:
+        notes.append(SUPERSEDED)
+    if entry.not_text:
+        notes.append(NOT_TEXT)
+    if entry.newer is not None:
+        notes.append(STALE + entry.newer)
+    line = b"- %s (%s)" % (_text(entry.name), _text("; ".join(notes)))
+    if entry.description:
+        line += b": " + _text(entry.description)
+    return line + b"\n"
 
 
 def _index_piece(rest: Sequence[IndexEntry], more: int, files_at: str) -> _Piece | None:
     if not rest and more <= 0:
         return None
-    lines = []
-    for entry in rest:
-        line = b"- %s (%d bytes)" % (_text(entry.name), entry.size)
-        if entry.description:
-            line += b": " + _text(entry.description)
-        lines.append(line + b"\n")
+    lines = [_index_line(entry) for entry in rest]
     if more > 0:
         lines.append(b"\xe2\x80\xa6 +%d more\n" % more)
     return _Piece(b"\n## Other files\n\n", b"".join(lines), files_at, "index of other files")
+
+
+def _not_text_entry(doc: Doc) -> IndexEntry:
+    return IndexEntry(doc.title, len(doc.body), None, doc.mtime_ns, newer=doc.newer, not_text=True)
 
 
 def _frame(inp: PreambleInput) -> bytes:
@@ -408,15 +588,27 @@ def _frame(inp: PreambleInput) -> bytes:
 
 
 def _pieces(inp: PreambleInput) -> list[_Piece]:
+    """The content sections; a document that is not text goes to the index instead."""
     pieces = []
+    listed: list[IndexEntry] = []
     if inp.handoff is not None:
-        pieces.append(_doc_piece("Handoff", inp.handoff))
+        if is_text(inp.handoff.body):
+            pieces.append(_handoff_piece(inp.handoff))
+        else:
+            listed.append(_not_text_entry(inp.handoff))
     if inp.index is not None:
-        pieces.append(_doc_piece("Index", inp.index))
-    pieces.extend(_doc_piece("Recent", doc) for doc in inp.newest)
-    index = _index_piece(inp.rest, inp.more, inp.files_at)
-    if index is not None:
-        pieces.append(index)
+        if is_text(inp.index.body):
+            pieces.append(_memory_piece(inp.index))
+        else:
+            listed.append(_not_text_entry(inp.index))
+    for doc in inp.newest:
+        if is_text(doc.body):
+            pieces.append(_doc_piece("Recent", doc))
+        else:
+            listed.append(_not_text_entry(doc))
+    index_piece = _index_piece([*listed, *inp.rest], inp.more, inp.files_at)
+    if index_piece is not None:
+        pieces.append(index_piece)
     return pieces
 
 
@@ -462,15 +654,17 @@ def _fits(piece: _Piece, level: int, share: int) -> bool:
 def render(inp: PreambleInput, *, budget: int, file_cap: int) -> bytes:
     """PREAMBLE.md for `inp`, at most `budget` bytes (SPEC 6).
 
-    The frame comes first (cut itself, with no room for a marker, when the
-    budget cannot hold it); the
-    rest of the budget is water-filled among the handoff, MEMORY.md, each
-    newest file and the index of the others, each capped at `file_cap`. A
+    The frame comes first; when the budget cannot hold it, it is cut (with no
+    room for a marker) and is all there is. The rest of the budget is
+    water-filled among the handoff, MEMORY.md, each newest file and the
+    index of the others, each capped at `file_cap`. A
     piece over its share is cut at a character boundary, near a line end,
     with a marker naming the bytes left out and where to read them; one whose
     share cannot hold its heading and marker is reduced to a one-line note,
     or left out when even that does not fit. Drift headers are stripped
-    before anything is measured.
+    before anything is measured. A document that is not text (`is_text`) is
+    never inlined: it becomes an index line, ahead of `inp.rest`. So the
+    output is always valid UTF-8 and holds no NUL byte.
 
     Raises:
         ValueError: a negative budget or file_cap.
@@ -479,7 +673,11 @@ def render(inp: PreambleInput, *, budget: int, file_cap: int) -> bytes:
         raise ValueError(f"budget must be >= 0, got {budget}")
     if file_cap < 0:
         raise ValueError(f"file_cap must be >= 0, got {file_cap}")
-    frame = cut_utf8(_frame(inp), budget)
+    frame = _frame(inp)
+    if len(frame) > budget:
+        # Nothing after a cut frame: a section shown without the frame's "background,
+        # not a live conversation" would read as current.
+        return cut_utf8(frame, budget)
     pieces = _pieces(inp)
     shares, levels = _plan(pieces, budget - len(frame), file_cap)
     out = [frame]
@@ -489,3 +687,33 @@ def render(inp: PreambleInput, *, budget: int, file_cap: int) -> bytes:
         elif level == _SHORT:
             out.append(piece.short())
     return b"".join(out)
+
+
+def render_empty(project: str, files_at: str, own_folder: str | None, *, budget: int) -> bytes:
+    """PREAMBLE.md of a project no source holds memory for yet, at most `budget` bytes.
+
+    Args:
+        project: project path or slug, named in the frame.
+        files_at: the project's folder in the mount.
+        own_folder: the own source's folder for this project, where the first write
+            lands (created then); None when there is no own source, so the mount is
+            read-only.
+        budget: the hard cap on the output's length.
+
+    Raises:
+        ValueError: a negative budget.
+    """
+    if budget < 0:
+        raise ValueError(f"budget must be >= 0, got {budget}")
+    if own_folder is None:
+        lands = b"This mount is read-only (no own source): a write there fails (EROFS).\n"
+    else:
+        lands = b"A file written there lands in %s (created on the first write).\n" % _text(
+            own_folder
+        )
+    text = (
+        b"# Project memory: %s\n\n"
+        b"No memory for this project yet: no source holds a file for it.\n"
+        b"Files: %s\n"
+    ) % (_text(project), _text(files_at))
+    return cut_utf8(text + lands, budget)

@@ -24,7 +24,7 @@ from sortedcontainers import SortedKeyList
 
 from memfs import history, index, preamble, sources
 from memfs.config import Config
-from memfs.preamble import Doc
+from memfs.preamble import Doc, IndexEntry, MemoryOverLimit
 from memfs.tree import ROOT, Tree, ancestors, parent_of
 
 log = logging.getLogger(__name__)
@@ -129,6 +129,9 @@ class Project:
         self._memory: Rendered | None = None
         self._preamble: Rendered | None = None
         self._descriptions: dict[Version, str | None] = {}
+        # (generation, value): what `memfs status` asks, computed once per generation
+        self._stale: tuple[int, list[tuple[str, str]]] | None = None
+        self._over_limit: tuple[int, MemoryOverLimit | None] | None = None
         self._logged: set[tuple[int, str, str]] = set()  # left-out files already logged
         self.tree.add(PREAMBLE, Leaf(Kind.PREAMBLE))
         for origin in origins:
@@ -503,41 +506,75 @@ class Project:
 
     def _render_preamble(self, files_at: str | None, now: int) -> tuple[bytes, int]:
         settings = self.config.preamble
-        handoff = self._latest_handoff(now, files_at)
-        index_doc, valid_until = self._index_doc(files_at, now)
+        due = _Due()  # when the rendering changes by itself: a file dated after `now`
+        latest = self._latest_handoff(now, files_at, due)
+        index_doc, until = self._index_doc(files_at, now)
+        due.at(until)
         # Newest first, skipping files dated after `now`: one bisect, then a walk of N + rest.
         end = self._by_mtime.bisect_key_right((now, "\U0010ffff"))
         if end < len(self._by_mtime):
-            valid_until = min(valid_until, self._by_mtime[end].mtime_ns)
+            due.at(self._by_mtime[end].mtime_ns)
+        inlined = latest is not None and latest[1] is not None
         newest: list[preamble.Doc] = []
         rest: list[preamble.IndexEntry] = []
-        shown = 0
+        reads = 0  # whole-file reads for the newest section: bounded, see below
         for pos in range(end - 1, -1, -1):
             v = self._by_mtime[pos]
-            if handoff is not None and v is handoff[0]:
+            is_latest = latest is not None and v is latest[0]
+            if is_latest and inlined:
                 continue
-            if len(newest) < settings.newest:
-                doc = self._doc(v, files_at)
-                if doc is not None:
+            # Superseded handoffs are never inlined (SPEC 6.4): a stale handoff read as
+            # current derails an agent. Nor is the latest when it is not text.
+            superseded = latest is not None and not is_latest and v in self._handoffs
+            not_text = is_latest
+            if not superseded and not is_latest and len(newest) < settings.newest:
+                reads += 1
+                doc = self._doc(v, files_at, now, due)
+                if doc is not None and preamble.is_text(doc.body):
                     newest.append(doc)
-                    shown += 1
-                continue
+                    continue
+                if doc is None:
+                    continue  # unreadable (gone since the scan): counted in "more"
+                not_text = True
             if len(rest) >= settings.index_max:
-                break
-            rest.append(preamble.IndexEntry(v.path, v.size, self._description(v)))
-            shown += 1
-        eligible = end - (1 if handoff is not None else 0)
+                # Keep walking only to fill the newest section, past superseded handoffs
+                # (no read) and at most as many files that are not text as it and the
+                # index hold together, so that a folder of binaries costs no more.
+                if len(newest) >= settings.newest or reads >= settings.newest + settings.index_max:
+                    break
+                continue
+            rest.append(self._index_entry(v, files_at, now, due, superseded, not_text))
+        eligible = end - (1 if inlined else 0)
         inp = preamble.PreambleInput(
             project=self.slug,
             files_at=files_at or self._real_folder(),
-            handoff=handoff[1] if handoff else None,
+            handoff=latest[1] if latest is not None else None,
             index=index_doc,
             newest=newest,
             rest=rest,
-            more=max(0, eligible - shown),
+            more=max(0, eligible - len(newest) - len(rest)),
         )
         data = preamble.render(inp, budget=settings.budget, file_cap=settings.file_cap)
-        return data, valid_until
+        return data, due.ns
+
+    def _index_entry(
+        self,
+        v: Version,
+        files_at: str | None,
+        now: int,
+        due: _Due,
+        superseded: bool,
+        not_text: bool,
+    ) -> IndexEntry:
+        return preamble.IndexEntry(
+            v.path,
+            v.size,
+            self._description(v),
+            v.mtime_ns,
+            superseded=superseded,
+            newer=self._stale_mark(v, files_at, now, due),
+            not_text=not_text,
+        )
 
     def _index_doc(self, files_at: str | None, now: int) -> tuple[Doc | None, int]:
         """The MEMORY.md section: the union of the versions dated no later than ``now``."""
@@ -555,7 +592,7 @@ class Project:
             texts = [self._read_or_empty(v).decode("utf-8", "surrogateescape") for v in present]
             body = index.union_index(texts[0], texts[1:]).encode("utf-8", "surrogateescape")
         where = f"{files_at}/{MEMORY}" if files_at else str(self.real_path(present[0]))
-        return Doc(where, MEMORY, body), until
+        return Doc(where, MEMORY, body, mtime_ns=max(v.mtime_ns for v in present)), until
 
     def _real_folder(self) -> str:
         own = self.config.own_index
@@ -564,24 +601,107 @@ class Project:
         ]
         return str(folders[0]) if folders else self.slug
 
-    def _latest_handoff(self, now: int, files_at: str | None) -> tuple[Version, Doc] | None:
+    def _latest_handoff(
+        self, now: int, files_at: str | None, due: _Due
+    ) -> tuple[Version, Doc | None] | None:
+        """The latest handoff dated no later than ``now`` (SPEC 6.2), and its Doc.
+
+        The Doc is None when the file is not text: it is still the latest, so no older
+        handoff takes its place (that one is superseded, whatever this one holds); it is
+        listed in the index instead. One that cannot be read is gone since the scan (its
+        change event is on its way): the next one is taken.
+        """
         for pos in range(len(self._handoffs) - 1, -1, -1):
             v = self._handoffs[pos]
             if v.mtime_ns > now:
                 continue
-            doc = self._doc(v, files_at)
-            if doc is not None:
-                return v, doc
+            doc = self._doc(v, files_at, now, due)
+            if doc is None:
+                continue
+            return v, doc if preamble.is_text(doc.body) else None
         return None
 
-    def _doc(self, v: Version, files_at: str | None) -> Doc | None:
+    def _doc(self, v: Version, files_at: str | None, now: int, due: _Due) -> Doc | None:
         try:
             body = self.read(v)
         except OSError as exc:
             log.warning("%s: cannot read %s: %s", self.slug, self.real_path(v), exc)
             return None
         where = f"{files_at}/{v.path}" if files_at else str(self.real_path(v))
-        return preamble.Doc(where, v.path, body)
+        newer = self._stale_mark(v, files_at, now, due)
+        return preamble.Doc(where, v.path, body, self.source_name(v), v.mtime_ns, newer)
+
+    def _newer_version(self, head: Version, now: int | None = None) -> tuple[Version | None, int]:
+        """Another source's version newer than ``head`` when ``head`` is the own one.
+
+        The newest such version that could be a head (not whited out) and is dated no
+        later than ``now`` (None: any date), and when a later-dated one comes due.
+        O(versions of the path).
+        """
+        own = self.config.own_index
+        if own is None or self.origins[head.origin].source != own or head.path == MEMORY:
+            return None, FOREVER_NS  # MEMORY.md shows the union, never the own head alone
+        newer = [
+            v
+            for v in self._versions.get(head.path, {}).values()
+            if self.origins[v.origin].source != own
+            and v.mtime_ns > head.mtime_ns
+            and self._eligible(v)
+        ]
+        if now is None:
+            return (self._newest_first(newer)[0] if newer else None), FOREVER_NS
+        present = [v for v in newer if v.mtime_ns <= now]
+        later = min((v.mtime_ns for v in newer if v.mtime_ns > now), default=FOREVER_NS)
+        return (self._newest_first(present)[0] if present else None), later
+
+    def _stale_mark(self, v: Version, files_at: str | None, now: int, due: _Due) -> str | None:
+        """Where a newer version of own head ``v`` is to be read, or None (SPEC 6)."""
+        newer, later = self._newer_version(v, now)
+        due.at(later)
+        if newer is None:
+            return None
+        if files_at is None:  # no mount: the real file is what can be read
+            return str(self.real_path(newer))
+        return self._history_view(newer) or str(self.real_path(newer))
+
+    def _history_view(self, v: Version) -> str | None:
+        """The ``.history/`` path the view shows version ``v`` at, if it shows it."""
+        for view in self._shown.get(v.path, ()):
+            leaf = self.tree.leaf(view)
+            if leaf is not None and leaf.kind is Kind.HISTORY and leaf.version == v:
+                return view
+        return None
+
+    def stale_own_heads(self) -> list[tuple[str, str]]:
+        """Own heads another source has a newer version of, for ``memfs status``.
+
+        Each is (view path, the newer version's ``.history/`` path in the view), sorted
+        by view path; versions of any date count. Computed once per generation:
+        O(versions), then O(1) until the project changes.
+        """
+        cached = self._stale
+        if cached is not None and cached[0] == self.generation:
+            return list(cached[1])
+        found = []
+        for path, head in self._heads.items():
+            newer, _ = self._newer_version(head)
+            if newer is not None:
+                found.append((path, self._history_view(newer) or str(self.real_path(newer))))
+        found.sort()
+        self._stale = (self.generation, found)
+        return list(found)
+
+    def memory_over_limit(self) -> MemoryOverLimit | None:
+        """How the merged MEMORY.md passes what Claude Code loads; None if it loads whole.
+
+        For ``memfs status``: the union's size is cached per generation, and so is this.
+        """
+        cached = self._over_limit
+        if cached is not None and cached[0] == self.generation:
+            return cached[1]
+        over = preamble.memory_over_limit(self.memory_index())
+        self._over_limit = (self.generation, over)
+        return over
 
     def _description(self, v: Version) -> str | None:
         if v not in self._descriptions:
@@ -622,6 +742,31 @@ class Project:
 
     def _heads_memory(self) -> list[Version]:
         return [v for p, v in self._heads.items() if p == MEMORY]
+
+
+def empty_preamble(config: Config, slug: str, files_at: str | None) -> bytes:
+    """PREAMBLE.md of project ``slug`` while no source holds memory for it (SPEC 4, 6).
+
+    Needs no Project: the frame says there is no memory yet and where the first write
+    lands (the own source's folder for ``slug``), or that the mount is read-only. Under
+    the configured budget. ``files_at`` is the project's folder in the mount; None (no
+    mount) names the own source's folder there instead, or the slug without one.
+    """
+    own = config.own
+    own_folder = str(own.folder(slug)) if own is not None else None
+    return preamble.render_empty(
+        slug, files_at or own_folder or slug, own_folder, budget=config.preamble.budget
+    )
+
+
+class _Due:
+    """The earliest moment a rendering changes by itself (a future-dated file comes due)."""
+
+    def __init__(self) -> None:
+        self.ns = FOREVER_NS
+
+    def at(self, ns: int) -> None:
+        self.ns = min(self.ns, ns)
 
 
 def _hidden(path: str) -> bool:

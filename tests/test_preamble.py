@@ -4,24 +4,36 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from pathlib import Path
+from unittest import mock
 
 import pytest
+from helpers import FakeHome, at, fake_home, load_project, write
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from memfs import preamble as preamble_mod
+from memfs.config import Config, PreambleSettings
 from memfs.preamble import (
     Doc,
     IndexEntry,
+    MemoryOverLimit,
     PreambleInput,
     cut_utf8,
     description,
     handoff_date,
     handoff_rank,
     is_handoff,
+    is_text,
+    memory_over_limit,
     render,
+    render_empty,
     strip_drift_header,
+    utc_date,
+    utc_minute,
     water_fill,
 )
+from memfs.project import HISTORY, Kind, empty_preamble, history_stamp
 
 PROPS = settings(deadline=None, max_examples=300, database=None)
 
@@ -316,12 +328,29 @@ def test_water_fill_properties(needs: list[int], total: int, cap: int) -> None:
 # --- render: layout --------------------------------------------------------------
 
 
+# 2026-11-01T07:50:59Z and 2026-10-30T23:59:59Z
+NOV1_NS = 1_793_519_459 * 10**9 + 999_999_999
+OCT30_NS = 1_793_404_799 * 10**9
+STALE_AT = ".history/build.md/work@20261101T075100Z.md"
+
+
 def full_input() -> PreambleInput:
+    handoff = dataclasses.replace(
+        doc("handoff-cyb_20261101.md", "<!-- pi copy -->\n\nDid X.\nNext: Y.\n"),
+        source="work",
+        mtime_ns=NOV1_NS,
+    )
+    build = dataclasses.replace(doc("build.md", "make all\n"), newer=STALE_AT)
     return preamble_input(
-        handoff=doc("handoff-cyb_20261101.md", "<!-- pi copy -->\n\nDid X.\nNext: Y.\n"),
+        handoff=handoff,
         index=doc("MEMORY.md", "- [Build](build.md) how to build\n"),
-        newest=(doc("build.md", "make all\n"), doc("caf\u00e9.md", "na\u00efve \U0001f4dd")),
-        rest=(IndexEntry("old.md", 120, "an old note"), IndexEntry("older.md", 5, None)),
+        newest=(build, doc("caf\u00e9.md", "na\u00efve \U0001f4dd")),
+        rest=(
+            IndexEntry("old.md", 120, "an old note", OCT30_NS),
+            IndexEntry("handoff_20261030.md", 9, None, OCT30_NS, superseded=True),
+            IndexEntry("notes.md", 7, "mine", OCT30_NS, newer=".history/notes.md/pi@x.md"),
+            IndexEntry("older.md", 5, None),
+        ),
         more=7,
     )
 
@@ -334,7 +363,7 @@ def test_render_sections_in_order() -> None:
         "Background from earlier sessions, not a live conversation.\n"
         f"Files: {FILES_AT} (read them there for anything cut or left out below)\n"
         "\n"
-        "## Handoff: handoff-cyb_20261101.md\n"
+        "## Handoff: handoff-cyb_20261101.md (from work, 2026-11-01 07:50 UTC)\n"
         "\n"
         "Did X.\n"
         "Next: Y.\n"
@@ -343,7 +372,7 @@ def test_render_sections_in_order() -> None:
         "\n"
         "- [Build](build.md) how to build\n"
         "\n"
-        "## Recent: build.md\n"
+        f"## Recent: build.md (own copy older than {STALE_AT})\n"
         "\n"
         "make all\n"
         "\n"
@@ -353,7 +382,9 @@ def test_render_sections_in_order() -> None:
         "\n"
         "## Other files\n"
         "\n"
-        "- old.md (120 bytes): an old note\n"
+        "- old.md (120 bytes, 2026-10-30): an old note\n"
+        "- handoff_20261030.md (9 bytes, 2026-10-30; superseded handoff)\n"
+        "- notes.md (7 bytes, 2026-10-30; own copy older than .history/notes.md/pi@x.md): mine\n"
         "- older.md (5 bytes)\n"
         "\u2026 +7 more\n"
     )
@@ -403,7 +434,14 @@ def test_long_memory_does_not_crowd_out_handoff_or_newest() -> None:
     assert b"The newest fact.\n" in out
     assert b"- [Topic 0](topic-0.md) about 0\n" in out
     (omitted, path) = MARKER_RE.findall(out)[0]
-    shown = out.split(b"## Index: MEMORY.md\n\n")[1].split(b"[\xe2\x80\xa6")[0]
+    note, shown = (
+        out.split(b"## Index: MEMORY.md\n\n")[1].split(b"[\xe2\x80\xa6")[0].split(b"]\n\n")
+    )
+    # Claude Code would load only the first 200 of its 2000 linked lines.
+    assert note.startswith(b"[MEMORY.md is longer than Claude Code loads")
+    assert note.endswith(
+        b"1800 topics lie beyond Claude Code's first 200 lines, so it never sees their links"
+    )
     assert int(omitted) == len(memory.encode()) - len(shown)
     assert path == f"{FILES_AT}/MEMORY.md".encode()
     # MEMORY.md took what the others left over, cut at a line end.
@@ -432,10 +470,55 @@ def test_render_drops_a_piece_that_cannot_hold_its_marker() -> None:
     assert b"## Index" not in out
 
 
-def test_render_invalid_utf8_passes_through() -> None:
-    inp = preamble_input(newest=(doc("bin.md", b"\xff\xfe ok \x80\n"),))
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"a\x00b\n",  # a NUL byte: binary, or a sparse file a sync tool is filling
+        b"\x00" * 2346,
+        b"\xff\xfe o\x00k\x00",  # UTF-16
+        b"caf\xe9\n",  # Latin-1: not UTF-8
+        b"ok \xe2\x82",  # a character cut short
+        b"\xed\xa0\x80",  # an encoded surrogate is not UTF-8 either
+    ],
+)
+def test_only_text_is_inlined(body: bytes) -> None:
+    # Not text wherever it would be inlined: listed in the index, never inlined.
+    handoff = dataclasses.replace(doc("handoff_20261101.md", body), mtime_ns=NOV1_NS)
+    inp = preamble_input(
+        handoff=handoff,
+        index=doc("MEMORY.md", body),
+        newest=(doc("bin.md", body), doc("text.md", "fine\n")),
+        rest=(IndexEntry("old.md", 1, None),),
+    )
     out = render(inp, budget=8192, file_cap=4096)
-    assert b"\xff\xfe ok \x80\n" in out
+    out.decode()
+    assert b"\x00" not in out
+    assert out.count(b"\n## ") == 2  # Recent: text.md, Other files
+    assert b"## Recent: text.md\n\nfine\n" in out
+    assert out.endswith(
+        b"## Other files\n\n"
+        b"- handoff_20261101.md (%d bytes, 2026-11-01; not text, not inlined)\n"
+        b"- MEMORY.md (%d bytes; not text, not inlined)\n"
+        b"- bin.md (%d bytes; not text, not inlined)\n"
+        b"- old.md (1 bytes)\n" % (len(body), len(body), len(body))
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "text"),
+    [
+        (b"", True),
+        (b"plain\n", True),
+        ("caf\u00e9 \U0001f4dd".encode(), True),
+        (b"\xef\xbb\xbfwith a BOM", True),
+        (b"tab\tand\r\nCRLF\x1b[0m", True),  # other control characters are text
+        (b"\x00", False),
+        (b"caf\xe9", False),
+        (b"\xc3", False),
+    ],
+)
+def test_is_text(body: bytes, text: bool) -> None:
+    assert is_text(body) is text
 
 
 def test_render_surrogates_in_names_do_not_crash() -> None:
@@ -444,36 +527,275 @@ def test_render_surrogates_in_names_do_not_crash() -> None:
     out.decode()
 
 
-# --- render: properties ----------------------------------------------------------
+# --- render: the handoff's heading, index lines, marks ------------------------------------
+
+
+def test_utc_times() -> None:
+    assert utc_minute(NOV1_NS) == "2026-11-01 07:50 UTC"  # to the minute, never rounded up
+    assert utc_date(NOV1_NS) == "2026-11-01"
+    assert utc_date(OCT30_NS) == "2026-10-30"
+    assert utc_date(-1) == "1969-12-31"
+    assert utc_minute(10**30) == "unknown time"  # past any calendar: said, never raised
+
+
+@pytest.mark.parametrize(
+    ("source", "mtime_ns", "newer", "heading"),
+    [
+        ("work", NOV1_NS, None, "handoff_20261101.md (from work, 2026-11-01 07:50 UTC)"),
+        ("pi", None, None, "handoff_20261101.md (from pi)"),
+        (None, NOV1_NS, None, "handoff_20261101.md (2026-11-01 07:50 UTC)"),
+        (None, None, None, "handoff_20261101.md"),
+        (
+            "claude",
+            NOV1_NS,
+            ".history/handoff_20261101.md/work@20261102T000000Z.md",
+            "handoff_20261101.md (from claude, 2026-11-01 07:50 UTC; own copy older than "
+            ".history/handoff_20261101.md/work@20261102T000000Z.md)",
+        ),
+    ],
+)
+def test_handoff_heading(
+    source: str | None, mtime_ns: int | None, newer: str | None, heading: str
+) -> None:
+    handoff = Doc(
+        f"{FILES_AT}/handoff_20261101.md", "handoff_20261101.md", b"x\n", source, mtime_ns, newer
+    )
+    out = render(preamble_input(handoff=handoff), budget=8192, file_cap=4096).decode()
+    assert f"\n## Handoff: {heading}\n\nx\n" in out
+
+
+@pytest.mark.parametrize(
+    ("entry", "line"),
+    [
+        (IndexEntry("a.md", 3, None), "- a.md (3 bytes)"),
+        (IndexEntry("a.md", 3, "about a", OCT30_NS), "- a.md (3 bytes, 2026-10-30): about a"),
+        (
+            IndexEntry("handoff.md", 3, None, OCT30_NS, superseded=True),
+            "- handoff.md (3 bytes, 2026-10-30; superseded handoff)",
+        ),
+        (
+            IndexEntry("b.md", 3, None, OCT30_NS, not_text=True),
+            "- b.md (3 bytes, 2026-10-30; not text, not inlined)",
+        ),
+        (
+            IndexEntry("handoff.md", 3, "d", OCT30_NS, True, ".history/handoff.md/w@t.md", True),
+            "- handoff.md (3 bytes, 2026-10-30; superseded handoff; not text, not inlined; "
+            "own copy older than .history/handoff.md/w@t.md): d",
+        ),
+        # A name or mark cannot open a line or a section of its own.
+        (
+            IndexEntry("x\n## y", 1, None, newer="p\nq"),
+            "- x?## y (1 bytes; own copy older than p?q)",
+        ),
+    ],
+)
+def test_index_line(entry: IndexEntry, line: str) -> None:
+    out = render(preamble_input(rest=(entry,)), budget=8192, file_cap=4096).decode()
+    assert out.endswith(f"\n## Other files\n\n{line}\n")
+
+
+def test_stale_mark_on_a_recent_heading_and_a_not_text_line() -> None:
+    stale = ".history/a.md/work@20261102T000000Z.md"
+    a = Doc(f"{FILES_AT}/a.md", "a.md", b"a\n", newer=stale)
+    b = Doc(f"{FILES_AT}/b.md", "b.md", b"\x00", mtime_ns=OCT30_NS, newer=stale)
+    out = render(preamble_input(newest=(a, b)), budget=8192, file_cap=4096).decode()
+    assert f"\n## Recent: a.md (own copy older than {stale})\n\na\n" in out
+    assert (
+        f"- b.md (1 bytes, 2026-10-30; not text, not inlined; own copy older than {stale})\n" in out
+    )
+
+
+# --- MEMORY.md against Claude Code's limits --------------------------------------------
+
+
+def linked(n: int, pad: int = 0) -> bytes:
+    # Numbers of one width: every line is as long.
+    return "".join(f"- [Topic {i:03}](topic-{i:03}.md) {'x' * pad}\n" for i in range(n)).encode()
+
+
+def test_memory_over_limit_by_lines() -> None:
+    body = linked(210)
+    assert memory_over_limit(body) == MemoryOverLimit(210, len(body), 10, "lines")
+    # Unlinked lines past the limit are no topics; a missing final newline is one line less.
+    body = linked(200) + b"plain\n" * 5 + b"- [x](x.md)"
+    assert memory_over_limit(body) == MemoryOverLimit(206, len(body), 1, "lines")
+
+
+@pytest.mark.parametrize("body", [b"", linked(1), linked(200), linked(200).rstrip(b"\n")])
+def test_memory_within_limit(body: bytes) -> None:
+    assert memory_over_limit(body) is None
+
+
+def test_memory_over_limit_by_bytes() -> None:
+    body = linked(100, pad=270)
+    width = len(body) // 100  # every line as long, its newline included
+    assert width * 100 == len(body) > 25_000
+    # A line is loaded when it ends within the first 25,000 bytes, newline not counted.
+    loaded = max(k for k in range(101) if k * width - 1 <= 25_000)
+    assert memory_over_limit(body) == MemoryOverLimit(100, len(body), 100 - loaded, "bytes")
+
+
+def test_memory_over_limit_at_the_byte_edge() -> None:
+    assert memory_over_limit(b"x" * 25_000 + b"\n") is None  # its newline may pass the limit
+    assert memory_over_limit(b"- [a](a.md)" + b"x" * 24_990) == MemoryOverLimit(
+        1, 25_001, 1, "bytes"
+    )
+    assert memory_over_limit(b"\r\n" * 201) == MemoryOverLimit(201, 402, 0, "lines")
+
+
+def reference_loaded(body: bytes, max_lines: int, max_bytes: int) -> int:
+    """Lines Claude Code loads, the other way round: keep lines, then cut at a line end."""
+    lines = body.split(b"\n")
+    if lines[-1] == b"":
+        lines.pop()
+    text = b"\n".join(lines[:max_lines])
+    if len(text) <= max_bytes:
+        return len(lines[:max_lines])
+    cut = text.rfind(b"\n", 0, max_bytes + 1)
+    return 0 if cut == -1 else text[:cut].count(b"\n") + 1
+
+
+memory_lines = st.lists(
+    st.one_of(
+        st.text(st.sampled_from("ab \u00e9"), max_size=12),
+        st.builds(
+            lambda t: f"- [{t}]({t}.md)", st.text(st.sampled_from("xyz"), min_size=1, max_size=8)
+        ),
+    ),
+    max_size=30,
+)
+
+
+@given(memory_lines, st.booleans(), st.integers(1, 12), st.integers(0, 120))
+@PROPS
+def test_memory_over_limit_property(
+    lines: list[str], final_newline: bool, max_lines: int, max_bytes: int
+) -> None:
+    body = "\n".join(lines).encode() + (b"\n" if final_newline and lines else b"")
+    all_lines = body.split(b"\n")
+    if all_lines[-1] == b"":
+        all_lines.pop()
+    with (
+        mock.patch.object(preamble_mod, "CLAUDE_MEMORY_LINES", max_lines),
+        mock.patch.object(preamble_mod, "CLAUDE_MEMORY_BYTES", max_bytes),
+    ):
+        over = memory_over_limit(body)
+    loaded = reference_loaded(body, max_lines, max_bytes)
+    if loaded == len(all_lines):
+        assert over is None
+        return
+    assert over is not None
+    beyond = [ln for ln in all_lines[loaded:] if b"](" in ln]  # every linked line here has "]("
+    assert over == MemoryOverLimit(
+        len(all_lines), len(body), len(beyond), "lines" if loaded == max_lines else "bytes"
+    )
+
+
+def test_render_says_memory_passes_claude_codes_limit() -> None:
+    out = render(preamble_input(index=doc("MEMORY.md", linked(210))), budget=8192, file_cap=4096)
+    note = (
+        b"\n## Index: MEMORY.md\n\n[MEMORY.md is longer than Claude Code loads (its first 200 "
+        b"lines or 25,000 bytes): 210 lines, %s bytes; 10 topics lie beyond Claude Code's first "
+        b"200 lines, so it never sees their links]\n\n- [Topic 000](topic-000.md)"
+        % f"{len(linked(210)):,}".encode()
+    )
+    assert note in out
+    one = b"x" * 24_990 + b"\n- [a](a.md) more\n"  # its second line ends past 25,000
+    out = render(preamble_input(index=doc("MEMORY.md", one)), budget=8192, file_cap=4096)
+    assert (
+        b" bytes; 1 topic lies beyond Claude Code's first 25,000 bytes, "
+        b"so it never sees its link]\n\n" in out
+    )
+    unlinked = b"x" * 24_990 + b"\n" + b"y" * 20 + b"\n"  # no link past the limit
+    out = render(preamble_input(index=doc("MEMORY.md", unlinked)), budget=8192, file_cap=4096)
+    assert b"; no topic lies beyond Claude Code's first 25,000 bytes]\n\n" in out
+    short = render(preamble_input(index=doc("MEMORY.md", linked(200))), budget=8192, file_cap=4096)
+    assert b"longer than Claude Code loads" not in short
+
+
+# --- render_empty: a project with no memory yet ---------------------------------------------
+
+
+def test_render_empty_says_where_a_write_lands() -> None:
+    own = "/home/u/.claude/projects/-home-u-new/memory"
+    out = render_empty("-home-u-new", "/home/u/memfs/-home-u-new", own, budget=8192)
+    assert out == (
+        b"# Project memory: -home-u-new\n\n"
+        b"No memory for this project yet: no source holds a file for it.\n"
+        b"Files: /home/u/memfs/-home-u-new\n"
+        b"A file written there lands in /home/u/.claude/projects/-home-u-new/memory "
+        b"(created on the first write).\n"
+    )
+    read_only = render_empty("-home-u-new", "/home/u/memfs/-home-u-new", None, budget=8192)
+    assert read_only.endswith(
+        b"This mount is read-only (no own source): a write there fails (EROFS).\n"
+    )
+    with pytest.raises(ValueError, match="budget"):
+        render_empty("-x", "/m/-x", None, budget=-1)
+
 
 any_text = st.text(max_size=60)
+
+
+@given(any_text, any_text, st.none() | any_text, st.integers(0, 400))
+@PROPS
+def test_render_empty_properties(slug: str, files_at: str, own: str | None, budget: int) -> None:
+    out = render_empty(slug, files_at, own, budget=budget)
+    assert len(out) <= budget
+    assert render_empty(slug, files_at, own, budget=10**6).startswith(out)
+    assert out == render_empty(slug, files_at, own, budget=budget)
+    out.decode()
+    assert b"\x00" not in out
+
+
+# --- render: properties ----------------------------------------------------------
+
 # Bodies free of "#", "[" and "<" so that the checks below can parse the
 # output; multibyte and non-BMP characters are in the default alphabet.
 body_text = st.one_of(
     st.text(st.characters(codec="utf-8", exclude_characters="#[<"), max_size=1500),
     st.text(st.sampled_from("ab \n\u00e9\U0001f4dd"), max_size=3000),
 )
+# A MEMORY.md around Claude Code's limits: linked lines, some long (for its byte limit).
+memory_text = st.builds(
+    lambda n, pad: linked(n, pad).decode(), st.integers(150, 260), st.sampled_from((0, 0, 130))
+)
+# mtimes of any int64, and some a calendar cannot show
+times = st.none() | st.integers(-(2**63), 2**63 - 1) | st.just(10**30)
 
 
 @st.composite
 def inputs(draw: st.DrawFn, bodies: st.SearchStrategy[bytes]) -> PreambleInput:
-    def maybe_doc(title: str) -> Doc | None:
-        return draw(st.none() | st.builds(doc, st.just(title), bodies))
-
-    newest = tuple(doc(f"new{i}.md", draw(bodies)) for i in range(draw(st.integers(0, 10))))
-    rest = draw(
-        st.lists(
-            st.builds(IndexEntry, any_text, st.integers(0, 10**7), st.none() | any_text),
-            max_size=12,
+    def maybe_doc(title: str, body: st.SearchStrategy[bytes]) -> Doc | None:
+        if draw(st.booleans()):
+            return None
+        return Doc(
+            f"{FILES_AT}/{title}",
+            title,
+            draw(body),
+            draw(st.none() | any_text),
+            draw(times),
+            draw(st.none() | any_text),
         )
+
+    newest = tuple(maybe_doc(f"new{i}.md", bodies) for i in range(draw(st.integers(0, 10))))
+    entries = st.builds(
+        IndexEntry,
+        any_text,
+        st.integers(0, 10**7),
+        st.none() | any_text,
+        times,
+        st.booleans(),
+        st.none() | any_text,
+        st.booleans(),
     )
     return PreambleInput(
         project=draw(any_text),
         files_at=draw(any_text),
-        handoff=maybe_doc("handoff.md"),
-        index=maybe_doc("MEMORY.md"),
-        newest=newest,
-        rest=tuple(rest),
+        handoff=maybe_doc("handoff.md", bodies),
+        index=maybe_doc("MEMORY.md", st.one_of(bodies, memory_text.map(str.encode))),
+        newest=tuple(d for d in newest if d is not None),
+        rest=tuple(draw(st.lists(entries, max_size=12))),
         more=draw(st.integers(0, 1000)),
     )
 
@@ -492,10 +814,27 @@ def test_render_never_exceeds_budget(inp: PreambleInput, budget: int, cap: int) 
     assert render(inp, budget=budget, file_cap=cap) == out
 
 
-@given(inputs(utf8_bodies), budgets, caps)
+@given(inputs(any_bodies), budgets, caps)
 @PROPS
-def test_render_is_utf8_when_bodies_are(inp: PreambleInput, budget: int, cap: int) -> None:
-    render(inp, budget=budget, file_cap=cap).decode()
+def test_render_is_always_utf8_without_nul(inp: PreambleInput, budget: int, cap: int) -> None:
+    # Only text is inlined, and every name and mark is made text: whatever the files hold,
+    # a strict reader can read the preamble.
+    out = render(inp, budget=budget, file_cap=cap)
+    out.decode()
+    assert b"\x00" not in out
+
+
+@given(inputs(any_bodies), budgets, caps)
+@PROPS
+def test_render_cut_is_a_prefix_of_the_whole(inp: PreambleInput, budget: int, cap: int) -> None:
+    # The frame and every section are the same whatever the budget: a bigger budget only
+    # shows more, so no part depends on anything but the input.
+    whole = render(inp, budget=10**9, file_cap=10**9)
+    out = render(inp, budget=budget, file_cap=cap)
+    assert whole.startswith(out[: len(whole.split(b"\n## ")[0])])
+    headings = [s.split(b"\n")[0] for s in whole.split(b"\n## ")[1:]]
+    for section in out.split(b"\n## ")[1:]:
+        assert section.split(b"\n")[0] in headings
 
 
 @given(inputs(utf8_bodies), budgets, caps)
@@ -509,14 +848,57 @@ def test_every_cut_has_its_marker(inp: PreambleInput, budget: int, cap: int) -> 
     seen = set()
     for section in LEFT_OUT_RE.sub(b"", out).split(b"\n## ")[1:]:
         heading, _, shown = section.partition(b"\n\n")
-        label, _, title = heading.decode().partition(": ")
+        label, _, named = heading.decode().partition(": ")
         if label == "Other files":
             check_cut(shown, index_text(inp), FILES_AT)
             continue
+        title = next(t for t in docs if named == t or named.startswith(t + " ("))
         seen.add(title)
-        check_cut(shown, docs[title].body, docs[title].path)
+        d = docs[title]
+        assert is_text(d.body)
+        check_heading(label, named, d)
+        if label == "Index":
+            shown = check_over_limit_note(shown, d.body)
+        check_cut(shown, d.body, d.path)
     assert not seen & left_out
     assert seen | left_out <= set(docs)
+
+
+def check_heading(label: str, named: str, d: Doc) -> None:
+    """The heading names the file, and the handoff its source and time; marks are shown."""
+    safe = dataclasses.replace(
+        d,
+        source=d.source and re.sub(r"[\x00-\x1f\x7f]", "?", d.source),
+        newer=d.newer and re.sub(r"[\x00-\x1f\x7f]", "?", d.newer),
+    )
+    notes = named[len(d.title) :]
+    if label == "Handoff":
+        if safe.source is not None:
+            assert f"from {safe.source}" in notes
+        if d.mtime_ns is not None:
+            assert utc_minute(d.mtime_ns) in notes
+    if safe.newer is not None and label != "Index":
+        assert notes.endswith(f"own copy older than {safe.newer})")
+
+
+def check_over_limit_note(shown: bytes, body: bytes) -> bytes:
+    """A MEMORY.md past Claude Code's limits says so first, with the topics beyond."""
+    over = memory_over_limit(body)
+    if over is None:
+        assert not shown.startswith(b"[MEMORY.md is longer")
+        return shown
+    note, sep, rest = shown.partition(b"]\n\n")
+    assert sep, shown
+    topics = {0: b"no topic lies", 1: b"1 topic lies"}.get(
+        over.topics_beyond, b"%d topics lie" % over.topics_beyond
+    )
+    first = b"200 lines" if over.cut_by == "lines" else b"25,000 bytes"
+    assert note.startswith(b"[MEMORY.md is longer than Claude Code loads (its first 200 lines")
+    assert (
+        b"): %s lines, %s bytes; " % (f"{over.lines:,}".encode(), f"{over.size:,}".encode()) in note
+    )
+    assert topics + b" beyond Claude Code's first " + first in note
+    return rest
 
 
 def index_text(inp: PreambleInput) -> bytes:
@@ -538,3 +920,378 @@ def check_cut(shown: bytes, body: bytes, path: str) -> None:
         prefix = prefix[:-1]  # the newline that ends a partial line
     assert body.startswith(prefix)
     assert int(marker[1]) == len(body) - len(prefix) > 0
+
+
+# --- through a loaded project (SPEC 6 as amended) ------------------------------------------
+#
+# The renderer's inputs are picked by project.py: which handoff is the latest, which heads
+# are superseded, stale or not text. These tests load projects from a fake home.
+
+MOUNT_AT = "/mnt/memfs/-home-a-my-proj-v2"
+NOW = at(1000)
+
+
+@pytest.fixture
+def fh(tmp_path: Path) -> FakeHome:
+    """Sources claude (own), work and pi, in that config order."""
+    fh = fake_home(tmp_path)
+    assert [s.name for s in fh.config().sources] == ["claude", "work", "pi"]
+    return fh
+
+
+def settings_of(fh: FakeHome, **kw: int) -> Config:
+    return dataclasses.replace(fh.config(), preamble=PreambleSettings(**kw))
+
+
+def index_line(text: bytes, name: str) -> bytes:
+    """The index line of `name` (the whole line, without its newline)."""
+    found = [ln for ln in text.split(b"\n") if ln.startswith(f"- {name} (".encode())]
+    assert len(found) == 1, (name, text)
+    return found[0]
+
+
+def sections(text: bytes) -> list[bytes]:
+    return [s.split(b"\n")[0] for s in text.split(b"\n## ")[1:]]
+
+
+def test_only_the_latest_handoff_is_inlined(fh: FakeHome) -> None:
+    # The issue's case: one dated handoff, two older ones (one undated, newer by mtime).
+    own, work = fh.memory(".claude"), fh.memory(".claude-work")
+    write(work / "handoff-a_20260101.md", "current plan\n", at(59.9))  # 00:00, not 00:01
+    write(own / "handoff-b_20251230.md", "stale plan\n", at(20))
+    write(own / "handoff-orchestrator.md", "older, undated\n", at(500))
+    write(own / "topic.md", "---\ndescription: a topic\n---\ntopic body\n", at(5))
+    text = load_project(fh.config()).preamble(MOUNT_AT, NOW)
+    assert sections(text) == [
+        b"Handoff: handoff-a_20260101.md (from work, 2026-01-01 00:00 UTC)",
+        b"Recent: topic.md",
+        b"Other files",
+    ]
+    assert b"current plan" in text
+    assert b"stale plan" not in text
+    assert b"older, undated" not in text
+    assert index_line(text, "handoff-orchestrator.md") == (
+        b"- handoff-orchestrator.md (15 bytes, 2026-01-01; superseded handoff)"
+    )
+    assert index_line(text, "handoff-b_20251230.md") == (
+        b"- handoff-b_20251230.md (11 bytes, 2026-01-01; superseded handoff)"
+    )
+
+
+def test_index_lines_carry_utc_dates(fh: FakeHome) -> None:
+    own = fh.memory(".claude")
+    day = 86_400
+    write(own / "a.md", "---\ndescription: first\n---\n", at(-1))  # 2025-12-31 23:59:59
+    write(own / "b.md", "b\n", at(3 * day))
+    write(own / "new.md", "n\n", at(10 * day))
+    project = load_project(settings_of(fh, newest=1))
+    text = project.preamble(MOUNT_AT, at(20 * day))
+    assert index_line(text, "b.md") == b"- b.md (2 bytes, 2026-01-04)"
+    assert index_line(text, "a.md") == b"- a.md (27 bytes, 2025-12-31): first"
+
+
+def test_stale_own_head_is_marked_everywhere(fh: FakeHome) -> None:
+    own, work, pi = fh.memory(".claude"), fh.memory(".claude-work"), fh.pi()
+    for name in ("handoff_20260101.md", "recent.md", "indexed.md"):
+        write(own / name, f"own {name}\n", at(10))
+        write(work / name, f"work {name}\n", at(20))
+        write(pi / name, f"pi {name}\n", at(30))  # the newest: its path is the one named
+    write(own / "fresh.md", "own and newest\n", at(40))
+    write(work / "fresh.md", "older elsewhere\n", at(5))
+    write(own / "newer.md", "n\n", at(50))
+    project = load_project(settings_of(fh, newest=3))
+    text = project.preamble(MOUNT_AT, NOW)
+    stale = {
+        name: f"{HISTORY}/{name}/pi@{history_stamp(at(30))}.md"
+        for name in ("handoff_20260101.md", "recent.md", "indexed.md")
+    }
+    for path in stale.values():  # the path named is the one the view shows
+        leaf = project.tree.leaf(path)
+        assert leaf is not None
+        assert leaf.kind is Kind.HISTORY
+        assert leaf.version is not None
+        assert project.source_name(leaf.version) == "pi"
+    assert (
+        f"## Handoff: handoff_20260101.md (from claude, 2026-01-01 00:00 UTC; "
+        f"own copy older than {stale['handoff_20260101.md']})\n".encode()
+    ) in text
+    assert sections(text)[1:3] == [
+        b"Recent: newer.md",
+        b"Recent: fresh.md",
+    ] or b"Recent: recent.md" in b"\n".join(sections(text))
+    assert index_line(text, "indexed.md").endswith(
+        f"; own copy older than {stale['indexed.md']})".encode()
+    )
+    assert b"fresh.md (own copy" not in text  # the own version is the newest: no mark
+    assert project.stale_own_heads() == sorted(stale.items())
+
+
+def test_stale_mark_on_a_recent_heading(fh: FakeHome) -> None:
+    own, work = fh.memory(".claude"), fh.memory(".claude-work")
+    write(own / "notes.md", "own notes\n", at(10))
+    write(work / "notes.md", "newer notes\n", at(20))
+    project = load_project(fh.config())
+    text = project.preamble(MOUNT_AT, NOW)
+    where = f"{HISTORY}/notes.md/work@{history_stamp(at(20))}.md"
+    assert f"## Recent: notes.md (own copy older than {where})\n\nown notes\n".encode() in text
+    # Without a mount the real file is named: a .history/ path exists only in the view.
+    real = project.preamble(None, NOW)
+    assert f"(own copy older than {work / 'notes.md'})".encode() in real
+
+
+def test_no_stale_mark_without_a_newer_version_elsewhere(fh: FakeHome) -> None:
+    own, work = fh.memory(".claude"), fh.memory(".claude-work")
+    write(own / "same-time.md", "own\n", at(10))
+    write(work / "same-time.md", "work\n", at(10))  # not newer: as new
+    write(work / "only-work.md", "work\n", at(20))  # not an own head
+    write(fh.pi() / "only-work.md", "pi\n", at(30))
+    project = load_project(fh.config())
+    assert b"own copy older" not in project.preamble(MOUNT_AT, NOW)
+    assert project.stale_own_heads() == []
+
+
+def test_a_whited_out_newer_version_is_no_mark(fh: FakeHome) -> None:
+    write(fh.memory(".claude") / "notes.md", "own\n", at(10))
+    write(fh.memory(".claude-work") / "notes.md", "dismissed\n", at(20))
+    project = load_project(fh.config())
+    assert len(project.stale_own_heads()) == 1
+    project.whiteout("notes.md")
+    project._check()
+    assert project.stale_own_heads() == []
+    assert b"own copy older" not in project.preamble(MOUNT_AT, NOW)
+
+
+def test_a_future_newer_version_marks_once_it_is_due(fh: FakeHome) -> None:
+    write(fh.memory(".claude") / "notes.md", "own\n", at(10))
+    write(fh.memory(".claude-work") / "notes.md", "from the future\n", at(2000))
+    project = load_project(fh.config())
+    assert b"own copy older" not in project.preamble(MOUNT_AT, NOW)
+    assert project.preamble_valid_until() == at(2000)
+    assert b"own copy older than .history/notes.md/work@" in project.preamble(MOUNT_AT, at(2000))
+    # Status counts versions of any date.
+    assert [p for p, _ in project.stale_own_heads()] == ["notes.md"]
+
+
+def test_stale_own_heads_follow_changes(fh: FakeHome) -> None:
+    own, work = fh.memory(".claude"), fh.memory(".claude-work")
+    write(own / "a.md", "own\n", at(10))
+    project = load_project(fh.config())
+    assert project.stale_own_heads() == []
+    write(work / "a.md", "newer\n", at(20))
+    project.rescan(1)
+    project._check()
+    assert project.stale_own_heads() == [
+        ("a.md", f"{HISTORY}/a.md/work@{history_stamp(at(20))}.md")
+    ]
+    write(own / "a.md", "own, newest again\n", at(30))
+    project.rescan(0)
+    assert project.stale_own_heads() == []
+
+
+def test_memory_over_claude_codes_limit(fh: FakeHome) -> None:
+    # The issue's case: a merged MEMORY.md of 210 linked lines, 150 own and 60 from work.
+    lines = [f"- [Topic {i}](topic-{i}.md) about {i}\n" for i in range(210)]
+    write(fh.memory(".claude") / "MEMORY.md", "".join(lines[:150]), at(1))
+    write(fh.memory(".claude-work") / "MEMORY.md", "".join(lines[140:]), at(2))
+    project = load_project(fh.config())
+    merged = project.memory_index()
+    assert merged == "".join(lines).encode()
+    assert project.memory_over_limit() == MemoryOverLimit(210, len(merged), 10, "lines")
+    text = project.preamble(MOUNT_AT, NOW)
+    assert (
+        b"## Index: MEMORY.md\n\n[MEMORY.md is longer than Claude Code loads (its first 200 "
+        b"lines or 25,000 bytes): 210 lines, %s bytes; 10 topics lie beyond Claude Code's first "
+        b"200 lines, so it never sees their links]\n\n- [Topic 0]" % f"{len(merged):,}".encode()
+    ) in text
+
+
+def test_memory_within_claude_codes_limit(fh: FakeHome) -> None:
+    write(fh.memory(".claude") / "MEMORY.md", "- [a](a.md)\n" * 200, at(1))
+    project = load_project(fh.config())
+    assert project.memory_over_limit() is None
+    assert b"longer than Claude Code loads" not in project.preamble(MOUNT_AT, NOW)
+    assert load_project(fh.config(), "-no-such-project").memory_over_limit() is None
+
+
+def test_files_that_are_not_text_are_indexed_not_inlined(fh: FakeHome) -> None:
+    own, work = fh.memory(".claude"), fh.memory(".claude-work")
+    write(work / "sparse.md", b"\x00" * 2346, at(50))  # a sync tool's sparse file
+    write(own / "latin1.md", b"caf\xe9\n", at(40))
+    write(own / "text.md", "text\n", at(30))
+    write(own / "older.md", "older\n", at(20))
+    project = load_project(settings_of(fh, newest=2))
+    text = project.preamble(MOUNT_AT, NOW)
+    text.decode()
+    assert b"\x00" not in text
+    # The newest section takes the next text files instead.
+    assert sections(text) == [b"Recent: text.md", b"Recent: older.md", b"Other files"]
+    assert (
+        index_line(text, "sparse.md")
+        == b"- sparse.md (2346 bytes, 2026-01-01; not text, not inlined)"
+    )
+    assert (
+        index_line(text, "latin1.md") == b"- latin1.md (5 bytes, 2026-01-01; not text, not inlined)"
+    )
+
+
+def test_a_latest_handoff_that_is_not_text_supersedes_still(fh: FakeHome) -> None:
+    own = fh.memory(".claude")
+    write(own / "handoff_20260102.md", b"\x00\x01", at(10))
+    write(own / "handoff_20260101.md", "yesterday's plan\n", at(20))
+    text = load_project(fh.config()).preamble(MOUNT_AT, NOW)
+    # No older handoff is inlined in its place: it would be read as current.
+    assert b"yesterday's plan" not in text
+    assert b"## Handoff" not in text
+    assert index_line(text, "handoff_20260102.md").endswith(b"; not text, not inlined)")
+    assert index_line(text, "handoff_20260101.md").endswith(b"; superseded handoff)")
+
+
+def test_superseded_handoffs_do_not_starve_the_newest_files(fh: FakeHome) -> None:
+    # Orchestrators leave one dated handoff per run: dozens, all newer than any topic.
+    own = fh.memory(".claude")
+    write(own / "topic.md", "the topic\n", at(1))
+    for day in range(1, 29):
+        write(own / f"handoff_202602{day:02}.md", f"run {day}\n", at(100 + day))
+    project = load_project(settings_of(fh, newest=1, index_max=5))
+    text = project.preamble(MOUNT_AT, NOW)
+    assert sections(text) == [
+        b"Handoff: handoff_20260228.md (from claude, 2026-01-01 00:02 UTC)",
+        b"Recent: topic.md",
+        b"Other files",
+    ]
+    assert text.count(b"; superseded handoff)") == 5
+    assert text.endswith(b"\xe2\x80\xa6 +22 more\n")
+
+
+def test_identical_sources_give_identical_bytes(fh: FakeHome, tmp_path: Path) -> None:
+    own, work, pi = fh.memory(".claude"), fh.memory(".claude-work"), fh.pi()
+    write(own / "MEMORY.md", "".join(f"- [t{i}](t{i}.md)\n" for i in range(150)), at(1))
+    write(work / "MEMORY.md", "".join(f"- [u{i}](u{i}.md)\n" for i in range(100)), at(2))
+    write(work / "handoff-x_20260101.md", "plan\n", at(3))
+    write(own / "handoff.md", "undated\n", at(4))
+    write(own / "notes.md", "own\n", at(5))
+    write(pi / "notes.md", "pi\n", at(6))
+    write(pi / "bin.md", b"\x00", at(7))
+    text = load_project(fh.config()).preamble(MOUNT_AT, NOW)
+    assert load_project(fh.config()).preamble(MOUNT_AT, NOW) == text
+    # A copy of the same folders elsewhere, same mtimes: the same bytes.
+    copy = fake_home(tmp_path / "copy")
+    for src, dst in (
+        (own, copy.memory(".claude")),
+        (work, copy.memory(".claude-work")),
+        (pi, copy.pi()),
+    ):
+        for f in src.iterdir():
+            write(dst / f.name, f.read_bytes(), f.stat().st_mtime_ns)
+    assert load_project(copy.config()).preamble(MOUNT_AT, NOW) == text
+    for part in (b"superseded handoff", b"own copy older than", b"not text", b"topics lie beyond"):
+        assert part in text
+
+
+def test_preamble_stays_cached_per_change(fh: FakeHome) -> None:
+    write(fh.memory(".claude") / "notes.md", "own\n", at(10))
+    fh.memory(".claude-work")  # its folder, empty: origin 1
+    project = load_project(fh.config())
+    text = project.preamble(MOUNT_AT, NOW)
+    assert project.preamble(MOUNT_AT, NOW + 1) is text
+    write(fh.memory(".claude-work") / "notes.md", "newer\n", at(20))
+    project.rescan(1)
+    assert b"own copy older than" in project.preamble(MOUNT_AT, NOW + 2)
+
+
+NAMES = (
+    "a.md",
+    "b.md",
+    "sub/c.md",
+    "handoff.md",
+    "handoff-x_20260101.md",
+    "handoff-y_20260102.md",
+    "sub/handoff_20251231.md",
+    "MEMORY.md",
+)
+ACCOUNTS = (".claude", ".claude-work", None)  # None: pi
+project_bodies = st.one_of(
+    st.text(st.sampled_from("ab \n\u00e9\U0001f4dd"), max_size=300).map(str.encode),
+    st.binary(max_size=60),
+    st.integers(0, 260).map(linked),
+)
+
+
+@given(
+    files=st.dictionaries(
+        st.tuples(st.sampled_from(ACCOUNTS), st.sampled_from(NAMES)),
+        st.tuples(project_bodies, st.integers(0, 2000)),
+        max_size=14,
+    ),
+    budget=st.integers(0, 9000),
+    now=st.integers(0, 2000),
+)
+@settings(deadline=None, max_examples=60, database=None)
+def test_project_preamble_properties(
+    tmp_path_factory: pytest.TempPathFactory,
+    files: dict[tuple[str | None, str], tuple[bytes, int]],
+    budget: int,
+    now: int,
+) -> None:
+    fh = fake_home(tmp_path_factory.mktemp("props"))
+    for (account, name), (data, seconds) in files.items():
+        folder = fh.pi() if account is None else fh.memory(account)
+        write(folder / name, data, at(seconds))
+    config = settings_of(fh, budget=budget, newest=2, file_cap=3000, index_max=5)
+    project = load_project(config)
+    text = project.preamble(MOUNT_AT, at(now))
+    assert len(text) <= budget
+    text.decode()
+    assert b"\x00" not in text
+    # Identical sources, identical bytes.
+    assert load_project(config).preamble(MOUNT_AT, at(now)) == text
+    # One handoff at most is inlined, and it is the latest; no other is.
+    headings = sections(text)
+    assert not [h for h in headings if h.startswith(b"Recent: ") and b"handoff" in h]
+    handoffs = [h for h in headings if h.startswith(b"Handoff: ")]
+    present = [
+        (preamble_mod.handoff_rank(v.path.rsplit("/", 1)[-1], v.mtime_ns), v.path)
+        for v in project._handoffs
+        if v.mtime_ns <= at(now)
+    ]
+    if handoffs:
+        assert handoffs[0].startswith(f"Handoff: {max(present)[1]} (from ".encode())
+    # Every own head with a newer version elsewhere, as status sees it, is a real view path.
+    for view_path, newer in project.stale_own_heads():
+        leaf = project.tree.leaf(newer)
+        assert leaf is not None
+        assert leaf.kind is Kind.HISTORY
+        assert project.head(view_path) is not None
+
+
+def test_empty_preamble_for_a_project_with_no_memory(fh: FakeHome) -> None:
+    config = fh.config()
+    slug = "-home-a-brand-new"
+    text = empty_preamble(config, slug, f"/mnt/memfs/{slug}")
+    own = fh.account(".claude") / "projects" / slug / "memory"
+    assert not own.exists()  # rendering it creates nothing
+    assert text == render_empty(slug, f"/mnt/memfs/{slug}", str(own), budget=8192)
+    assert f"lands in {own} (created on the first write)".encode() in text
+    assert b"No memory for this project yet" in text
+    # Without a mount the own folder is named as where the files are.
+    assert f"Files: {own}\n".encode() in empty_preamble(config, slug, None)
+    # No own source: the mount is read-only, and the frame says so.
+    read_only = dataclasses.replace(
+        config, sources=tuple(dataclasses.replace(s, own=False) for s in config.sources)
+    )
+    assert read_only.own is None
+    text = empty_preamble(read_only, slug, f"/mnt/memfs/{slug}")
+    assert b"read-only (no own source)" in text
+    assert b"lands in" not in text
+    # The budget holds here too.
+    small = dataclasses.replace(config, preamble=PreambleSettings(budget=40))
+    assert len(empty_preamble(small, slug, f"/mnt/memfs/{slug}")) <= 40
+
+
+def test_a_cut_frame_is_all_there_is() -> None:
+    # A section after a cut frame would lack "not a live conversation": none is shown.
+    frame = render(preamble_input(), budget=8192, file_cap=4096)
+    for budget in range(len(frame)):
+        out = render(full_input(), budget=budget, file_cap=4096)
+        assert out == cut_utf8(frame, budget)
+        assert b"##" not in out

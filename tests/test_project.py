@@ -492,11 +492,16 @@ def test_preamble_picks_the_latest_dated_handoff(fh: FakeHome) -> None:
     write(fh.memory(".claude-work") / "handoff-c_20251230.md", "older still", at(40))
     project = load_project(fh.config())
     text = project.preamble(FILES_AT, at(100))
-    assert b"## Handoff: handoff-a_20260101.md\n" in text
+    assert b"## Handoff: handoff-a_20260101.md (from claude, 2026-01-01 00:00 UTC)\n" in text
     assert b"the latest by date" in text
     assert text.count(b"## Handoff:") == 1
-    # The other handoffs are ordinary files: the newest inlined, the rest indexed.
-    assert b"## Recent: handoff.md" in text
+    # The other handoffs are superseded: only in the index, marked, never inlined.
+    assert b"## Recent" not in text
+    for name in ("handoff.md", "handoff-b_20251231.md", "handoff-c_20251230.md"):
+        line = text.split(f"\n- {name} (".encode())[1].split(b"\n")[0]
+        assert line.endswith(b"; superseded handoff)")
+    assert b"undated, newest by mtime" not in text
+    assert b"older still" not in text
 
 
 def test_preamble_sections_and_index(fh: FakeHome) -> None:
