@@ -39,7 +39,7 @@ from memfs.config import Config
 from memfs.history import in_history
 from memfs.inodes import HERE, HERE_INODE, HERE_KEY, ROOT_INODE, ROOT_KEY, Inodes, Key
 from memfs.kernel import Kernel
-from memfs.project import MEMORY, PREAMBLE, Kind, Leaf, Origin, Project
+from memfs.project import MEMORY, PREAMBLE, Kind, Leaf, Origin, Project, empty_preamble
 from memfs.tree import parent_of
 from memfs.watch import Watcher
 from memfs.writing import OpenFile, OpenFiles
@@ -246,7 +246,11 @@ class MemFS(pyfuse3.Operations):
         return self._dir(ino, mode, found.mtime_ns, nlink)
 
     def _preamble(self, project: Project) -> bytes:
-        return project.preamble(f"{self.mountpoint}/{project.slug}")
+        files_at = f"{self.mountpoint}/{project.slug}"
+        if not self.catalog.has(project.slug):
+            # No memory yet: the frame says so, and where the first write lands (SPEC 4).
+            return empty_preamble(self.config, project.slug, files_at)
+        return project.preamble(files_at)
 
     def _dir_mode(self) -> int:
         return 0o755 if self.config.own is not None else 0o555
@@ -296,9 +300,14 @@ class MemFS(pyfuse3.Operations):
         self, attrs: pyfuse3.EntryAttributes, ctx: pyfuse3.RequestContext
     ) -> pyfuse3.EntryAttributes:
         """While a file is being written, its writer sees its own size, everyone else the
-        committed file's (SPEC 7.1), and the kernel must ask again each time."""
+        committed file's (SPEC 7.1), and the kernel must ask again each time.
+
+        The writer is the thread that opened it (FUSE names the calling thread): the kernel
+        keeps one size per inode for every reader, so the writer's size must reach as few
+        callers as possible; another thread of the same process reads the committed file
+        whole, as another process does."""
         if self.files.writers_of(attrs.st_ino):
-            size = self.files.own_size(attrs.st_ino, procs.tgid(ctx.pid))
+            size = self.files.own_size(attrs.st_ino, ctx.pid)
             if size is not None:
                 attrs.st_size = size
                 attrs.st_blocks = (size + 511) // 512
@@ -468,7 +477,7 @@ class MemFS(pyfuse3.Operations):
         writing = bool(flags & (os.O_WRONLY | os.O_RDWR))
         f = OpenFile(inode, key, append=bool(flags & os.O_APPEND))
         if writing:
-            f.writer, f.pid = True, procs.tgid(ctx.pid)
+            f.writer, f.pid = True, ctx.pid
         if leaf is None:
             if self.files.pending(key) is None:
                 raise _err(errno.EISDIR if project.tree.is_dir(path) else errno.ENOENT)
@@ -487,12 +496,12 @@ class MemFS(pyfuse3.Operations):
         (kernel.py states the rule)."""
         token: object
         if leaf.kind is Kind.PREAMBLE:
-            f.data = self._preamble(project)
-            # This inode shows one rendering, ever (see _number): its pages are that one's.
-            # A newer rendering reached through it (the kernel has not looked the name up
-            # again yet) is read past them, whole.
-            keep = self._snapshots.get(f.ino) == f.data
-            return pyfuse3.FileInfo(fh=self.files.add(f), keep_cache=keep, direct_io=not keep)
+            # This inode shows one rendering, ever (see _number): its size and pages are that
+            # one's. Reached through a name the kernel has not looked up again since the
+            # project changed, it still serves that rendering, whole; the lookup queued by
+            # the change brings the new one.
+            f.data = self._snapshots.get(f.ino) or self._preamble(project)
+            return pyfuse3.FileInfo(fh=self.files.add(f), keep_cache=True)
         elif leaf.kind is Kind.MEMORY:
             f.data = project.memory_index()
             token = ("memory", len(f.data), hash(f.data))
@@ -500,13 +509,11 @@ class MemFS(pyfuse3.Operations):
             v = f.version = leaf.version
             assert v is not None
             token = (v.origin, v.path, v.size, v.mtime_ns)
-        served = None if self.files.writers_of(f.ino) else self.kernel.open(f.ino, token)
-        # Not what the kernel holds: pin the version now, and check it is the one the view
-        # reports (a change inotify has not told yet).
-        if served is not True and f.data is None and not self._pin(f, project):
-            if served is not None:
-                self.kernel.closed(f.ino)
-            served = None
+        # Pin the version now and check it is the one the view reports: a change inotify
+        # has not told yet is served whole, past the pages and size of the one before.
+        current = f.data is not None or self._pin(f, project)
+        writing = bool(self.files.writers_of(f.ino))
+        served = self.kernel.open(f.ino, token) if current and not writing else None
         f.token = token if served is not None else None
         fh = self.files.add(f)
         # Direct I/O: every read comes from this open's version, and is not capped by a
@@ -536,9 +543,6 @@ class MemFS(pyfuse3.Operations):
             return f.stage.read(off, size)
         if f.data is not None:
             return f.data[off : off + size]
-        if f.fd < 0:
-            # Served from the page cache until now, which holds this version: pin it.
-            self._pin(f, await self._project(f.key[0]))
         return os.pread(f.fd, size, off)
 
     # --- writing ---------------------------------------------------------------------
@@ -626,9 +630,7 @@ class MemFS(pyfuse3.Operations):
         if flags & os.O_EXCL and (project.tree.leaf(key[1]) or self.files.pending(key)):
             raise _err(errno.EEXIST)
         ino = self.inodes.number(key)
-        f = OpenFile(
-            ino, key, writer=True, pid=procs.tgid(ctx.pid), append=bool(flags & os.O_APPEND)
-        )
+        f = OpenFile(ino, key, writer=True, pid=ctx.pid, append=bool(flags & os.O_APPEND))
         f.unsaved = f.keeps_history = True
         await self._stage_empty(f, writes.new_mode(mode, ctx.umask))
         fh = self.files.add(f)
@@ -1105,6 +1107,18 @@ class MemFS(pyfuse3.Operations):
             "stale_removed": self.stats.stale_removed,
             "inodes": len(self.inodes),
             "open_handles": len(self.files),
+            # Claude Code loads only the head of MEMORY.md (SPEC 1): whose merged index is
+            # longer, and whose own heads are older than another account's version.
+            "memory_over_limit": [
+                {"project": slug, "lines": o.lines, "bytes": o.size, "beyond": o.topics_beyond}
+                for slug, p in sorted(projects.items())
+                if (o := p.memory_over_limit()) is not None
+            ],
+            "stale_own_heads": [
+                {"project": slug, "path": path, "newer": newer}
+                for slug, p in sorted(projects.items())
+                for path, newer in p.stale_own_heads()
+            ],
         }
 
     @_handler
