@@ -69,6 +69,29 @@ def expect_errno(code: int, call: Callable[..., object], *args: object) -> None:
 # --- a file unlinked while open --------------------------------------------------------
 
 
+class Tries:
+    """Runs calls and keeps a line for each one that fails or returns the wrong value."""
+
+    def __init__(self) -> None:
+        self.problems: list[str] = []
+
+    def check(self, label: str, want: object, call: Callable[..., object], *args: object) -> None:
+        try:
+            got = call(*args)
+        except OSError as exc:
+            self.problems.append(f"{label}: {errno.errorcode.get(exc.errno or 0, exc.errno)}")
+            return
+        if want is not ANY and got != want:
+            self.problems.append(f"{label}: {got!r}, want {want!r}")
+
+
+ANY = object()  # Tries.check: any value will do, only an error counts
+
+
+def nlink(fd: int) -> int:
+    return os.fstat(fd).st_nlink
+
+
 def test_unlinked_while_open_stays_usable_until_the_last_close(
     sandbox: Sandbox, rw: Writes
 ) -> None:
@@ -77,6 +100,8 @@ def test_unlinked_while_open_stays_usable_until_the_last_close(
     rw.mount()
     path = rw.mnt("notes.md")
     body = read(path)
+    n = len(body)
+    tries = Tries()
     fd = os.open(path, os.O_RDWR)
     reader = os.open(path, os.O_RDONLY)  # never read before the unlink
     try:
@@ -85,76 +110,83 @@ def test_unlinked_while_open_stays_usable_until_the_last_close(
         assert not rw.own("notes.md").exists()
         expect_errno(errno.ENOENT, os.stat, path)
 
-        st = os.fstat(fd)
-        assert st.st_nlink == 0, f"fstat after unlink: st_nlink {st.st_nlink}"
-        assert st.st_size == len(body)
-        assert os.lseek(fd, 0, os.SEEK_END) == len(body)
-        assert os.pread(fd, 100, 0) == body
-        assert os.pread(reader, 100, 0) == body, "a read-only descriptor lost the file"
-        assert os.fstat(reader).st_nlink == 0
-
-        assert os.pwrite(fd, b"XY", 4) == 2
-        changed = body[:4] + b"XY" + body[6:]
-        assert os.pread(fd, 100, 0) == changed
-        os.ftruncate(fd, 3)
-        assert os.fstat(fd).st_size == 3
-        assert os.lseek(fd, 0, os.SEEK_END) == 3
-        os.ftruncate(fd, 4000)
-        assert os.fstat(fd).st_size == 4000
-        assert os.pread(fd, 8, 0) == body[:3] + b"\0" * 5
-        assert os.write(fd, b"tail") == 4  # at the offset lseek left: 3
-        os.fsync(fd)  # asked for durability: still nothing may land
-        assert "notes.md" not in os.listdir(rw.mnt())
-        assert not rw.own("notes.md").exists()
+        tries.check("fstat st_nlink", 0, nlink, fd)
+        tries.check("fstat st_size", n, lambda: os.fstat(fd).st_size)
+        tries.check("lseek SEEK_END", n, os.lseek, fd, 0, os.SEEK_END)
+        tries.check("pread", body, os.pread, fd, 100, 0)
+        tries.check("pread, read-only descriptor", body, os.pread, reader, 100, 0)
+        tries.check("fstat st_nlink, read-only descriptor", 0, nlink, reader)
+        tries.check("pwrite", 2, os.pwrite, fd, b"XY", 4)
+        tries.check("pread after pwrite", body[:4] + b"XY" + body[6:], os.pread, fd, 100, 0)
+        tries.check("ftruncate shrink", None, os.ftruncate, fd, 3)
+        tries.check("fstat st_size after shrink", 3, lambda: os.fstat(fd).st_size)
+        tries.check("lseek SEEK_END after shrink", 3, os.lseek, fd, 0, os.SEEK_END)
+        tries.check("ftruncate grow", None, os.ftruncate, fd, 4000)
+        tries.check("fstat st_size after grow", 4000, lambda: os.fstat(fd).st_size)
+        tries.check("pread after grow", body[:3] + b"\0" * 5, os.pread, fd, 8, 0)
+        tries.check("write at the offset", 4, os.write, fd, b"tail")
+        tries.check("fsync", None, os.fsync, fd)  # asked for durability: nothing may land
+        if "notes.md" in os.listdir(rw.mnt()) or rw.own("notes.md").exists():
+            tries.problems.append("the name came back while the descriptors were open")
     finally:
-        os.close(fd)
+        tries.check("close", None, os.close, fd)
     # One descriptor is still open: the file lives on for it.
-    assert os.pread(reader, 100, 0) == body
-    assert os.fstat(reader).st_nlink == 0
-    os.close(reader)
-    no_stage_left(rw, "unlinked file closed")
-    assert "notes.md" not in os.listdir(rw.mnt())
-    assert not rw.own("notes.md").exists()
-    expect_errno(errno.ENOENT, os.stat, path)
+    tries.check("pread after the other's close", body, os.pread, reader, 100, 0)
+    tries.check("close of the last descriptor", None, os.close, reader)
+    wait_until(lambda: stages(rw.own_root) == [], SOON, "no stage", must=False)
+    if stages(rw.own_root):
+        tries.problems.append(f"stage files left: {stages(rw.own_root)}")
+    if "notes.md" in os.listdir(rw.mnt()) or errno_of(os.stat, path) != errno.ENOENT:
+        tries.problems.append("the name came back through the mount at the last close()")
+    if rw.own("notes.md").exists():
+        tries.problems.append(f"landed on disk at close(): {read(rw.own('notes.md'))[:40]!r}")
+    assert tries.problems == [], "\n".join(tries.problems)
 
 
 def test_unflushed_writes_of_an_unlinked_file_never_bring_its_name_back(
     sandbox: Sandbox, rw: Writes
 ) -> None:
-    """An existing file and a new one, written and unlinked before their first close."""
+    """Existing files and new ones, written and unlinked before their first close."""
     build(sandbox)
     rw.mount()
+    tries = Tries()
     for name, flags in (
         ("notes.md", os.O_RDWR),  # an own file: its stage holds a copy of the head
         ("scratch.md", os.O_RDWR | os.O_CREAT | os.O_EXCL),  # mkstemp + unlink, swap files
         ("deploys.md", os.O_RDWR),  # a read-only head: unlinking it leaves a whiteout
     ):
         path = rw.mnt(name)
+        head = b"" if flags & os.O_CREAT else read(path)
         fd = os.open(path, flags, 0o600)
         try:
-            assert os.write(fd, b"unflushed bytes\n") == 16
+            tries.check(f"{name}: write", 16, os.write, fd, b"unflushed bytes\n")
             os.unlink(path)
-            assert os.fstat(fd).st_nlink == 0, name
-            assert os.pwrite(fd, b"more\n", 16) == 5
-            assert os.pread(fd, 64, 0) == b"unflushed bytes\nmore\n", name
+            tries.check(f"{name}: fstat st_nlink", 0, nlink, fd)
+            tries.check(f"{name}: pwrite", 5, os.pwrite, fd, b"more\n", 16)
+            want = b"unflushed bytes\nmore\n" + head[21:]
+            tries.check(f"{name}: pread", want, os.pread, fd, 64, 0)
         finally:
-            os.close(fd)
-        no_stage_left(rw, name)
-        assert name not in os.listdir(rw.mnt()), f"{name} came back at close()"
-        assert not rw.own(name).exists(), f"{name} landed on disk at close()"
-        expect_errno(errno.ENOENT, os.stat, path)
+            tries.check(f"{name}: close", None, os.close, fd)
+        wait_until(lambda: stages(rw.own_root) == [], SOON, "no stage", must=False)
+        if name in os.listdir(rw.mnt()) or errno_of(os.stat, path) != errno.ENOENT:
+            tries.problems.append(f"{name}: the name came back through the mount at close()")
+        if rw.own(name).exists():
+            tries.problems.append(f"{name}: landed on disk at close(): {read(rw.own(name))!r}")
     # A second descriptor of the same new file, closed last, does not bring it back either.
     path = rw.mnt("twice.md")
     first = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
     second = os.open(path, os.O_RDWR)
-    os.write(first, b"one\n")
+    tries.check("twice.md: first write", 4, os.write, first, b"one\n")
     os.unlink(path)
-    os.close(first)
-    os.write(second, b"two\n")
-    os.close(second)
-    no_stage_left(rw, "twice.md")
-    assert "twice.md" not in os.listdir(rw.mnt())
-    assert not rw.own("twice.md").exists()
+    tries.check("twice.md: first close", None, os.close, first)
+    tries.check("twice.md: second write", 4, os.write, second, b"two\n")
+    tries.check("twice.md: second close", None, os.close, second)
+    wait_until(lambda: stages(rw.own_root) == [], SOON, "no stage", must=False)
+    if "twice.md" in os.listdir(rw.mnt()) or rw.own("twice.md").exists():
+        tries.problems.append("twice.md: the name came back at the last close()")
+    if stages(rw.own_root):
+        tries.problems.append(f"stage files left: {stages(rw.own_root)}")
+    assert tries.problems == [], "\n".join(tries.problems)
 
 
 # --- EFBIG at max_file_bytes -------------------------------------------------------------
@@ -195,60 +227,95 @@ def shown_on_disk_are_in_view(rw: Writes) -> list[str]:
     return missing
 
 
+def _past_end(fd: int) -> None:
+    os.lseek(fd, 0, os.SEEK_END)
+    os.write(fd, b"b")
+
+
+def _part_way(fd: int) -> None:
+    # The limit is reached in the middle of the second write: all of it fails.
+    os.write(fd, b"d" * 1000)
+    os.lseek(fd, LIMIT - 10, os.SEEK_SET)
+    os.write(fd, b"e" * 20)
+
+
+# case -> (open flags, the change that passes the limit)
+PAST_THE_LIMIT: dict[str, tuple[int, Callable[[int], object]]] = {
+    "write at EOF": (os.O_RDWR, _past_end),
+    "pwrite past EOF": (os.O_RDWR, lambda fd: os.pwrite(fd, b"c" * 10, LIMIT + 100)),
+    "ftruncate": (os.O_RDWR, lambda fd: os.ftruncate(fd, LIMIT + 1)),
+    "O_APPEND write": (os.O_WRONLY | os.O_APPEND, lambda fd: os.write(fd, b"x")),
+    "O_TRUNC, then a write too big": (
+        os.O_WRONLY | os.O_TRUNC,
+        lambda fd: os.write(fd, b"f" * (LIMIT + 1)),
+    ),
+    "a write too big part way": (os.O_RDWR, _part_way),
+}
+
+
 def test_write_past_max_file_bytes_fails_with_efbig_and_changes_nothing(
     sandbox: Sandbox, rw: Writes
 ) -> None:
+    """EFBIG at the write or truncate that passes the limit; close() returns it (SPEC 7.1)."""
     build(sandbox)
     sandbox.write_config(limits={"max_file_bytes": LIMIT})
     rw.mount()
-    path = rw.mnt("notes.md")
-
-    # Up to the limit exactly: allowed, committed at close.
-    with open(path, "r+b", buffering=0) as f:
-        assert f.write(b"a" * LIMIT) == LIMIT
-    assert os.stat(path).st_size == LIMIT
-    full = read(path)
-    assert read(rw.own("notes.md")) == full
-
-    # One byte past it, by write, pwrite past EOF, ftruncate and truncate: EFBIG at once.
-    # The stage never commits: close() returns the error and the file stays whole.
-    for what, change in (
-        ("write", lambda fd: (os.lseek(fd, 0, os.SEEK_END), os.write(fd, b"b"))),
-        ("pwrite", lambda fd: os.pwrite(fd, b"c" * 10, LIMIT + 100)),
-        ("ftruncate", lambda fd: os.ftruncate(fd, LIMIT + 1)),
-    ):
-        fd = os.open(path, os.O_RDWR)
+    full = bytes(range(256)) * (LIMIT // 256)
+    names = {case: f"full-{n}.md" for n, case in enumerate(PAST_THE_LIMIT)}
+    for name in names.values():
+        # Up to the limit exactly: allowed, committed at close.
+        with open(rw.mnt(name), "wb", buffering=0) as f:
+            assert f.write(full) == LIMIT
+        assert read(rw.own(name)) == full
+    problems = []
+    for case, (flags, change) in PAST_THE_LIMIT.items():
+        name = names[case]
+        fd = os.open(rw.mnt(name), flags)
         try:
             got = errno_of(change, fd)
-            assert got == errno.EFBIG, f"{what} past the limit: {errno.errorcode.get(got or 0)}"
         finally:
             closed = errno_of(os.close, fd)
-        assert closed == errno.EFBIG, f"close() after a failed {what}: {closed}"
-        assert read(path) == full, what
-        assert os.stat(path).st_size == LIMIT, what
-        assert read(rw.own("notes.md")) == full, what
-        assert "notes.md" in os.listdir(rw.mnt()), f"notes.md vanished after {what}"
-    got = errno_of(os.truncate, path, LIMIT + 1)
-    assert got == errno.EFBIG, f"truncate(path) past the limit: {got}"
-    # A write that fails part way (the limit reached in the middle of it) changes nothing.
-    fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
-    try:
-        assert os.write(fd, b"d" * 1000) == 1000
-        assert errno_of(os.write, fd, b"e" * LIMIT) == errno.EFBIG
-    finally:
-        assert errno_of(os.close, fd) == errno.EFBIG
+        problems += [
+            f"{case}: {label} {errno.errorcode.get(code or 0, code)}, want EFBIG"
+            for label, code in (("the change gave", got), ("close() gave", closed))
+            if code != errno.EFBIG
+        ]
+        problems += changed_file(rw, name, full, case)
+    got = errno_of(os.truncate, rw.mnt(names["ftruncate"]), LIMIT + 1)
+    if got != errno.EFBIG:
+        problems.append(f"truncate(path): {errno.errorcode.get(got or 0, got)}, want EFBIG")
+    problems += changed_file(rw, names["ftruncate"], full, "truncate(path)")
     # A new file: the same, and its name never appears.
     fd = os.open(rw.mnt("huge.md"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
-        assert errno_of(os.write, fd, b"f" * (LIMIT + 1)) == errno.EFBIG
+        got = errno_of(os.write, fd, b"f" * (LIMIT + 1))
     finally:
-        assert errno_of(os.close, fd) == errno.EFBIG
-    no_stage_left(rw, "EFBIG")
-    assert read(path) == full
-    assert read(rw.own("notes.md")) == full
-    assert "huge.md" not in os.listdir(rw.mnt())
-    assert not rw.own("huge.md").exists()
-    assert shown_on_disk_are_in_view(rw) == []
+        closed = errno_of(os.close, fd)
+    if (got, closed) != (errno.EFBIG, errno.EFBIG):
+        problems.append(f"new file: write gave {got}, close() gave {closed}, want EFBIG twice")
+    left, _ = wait_until(lambda: stages(rw.own_root) == [], SOON, "no stage", must=False)
+    if not left:
+        problems.append(f"stage files left: {stages(rw.own_root)}")
+    if "huge.md" in os.listdir(rw.mnt()) or rw.own("huge.md").exists():
+        problems.append("the new file that failed with EFBIG exists")
+    problems += [f"on disk, not shown: {rel}" for rel in shown_on_disk_are_in_view(rw)]
+    assert problems == [], "\n".join(problems)
+
+
+def changed_file(rw: Writes, name: str, want: bytes, case: str) -> list[str]:
+    """How ``name`` differs from ``want`` through the mount and on disk (want: not at all)."""
+    found = []
+    if name not in os.listdir(rw.mnt()):
+        found.append(f"{case}: {name} vanished from the view")
+    for where, path in (("mount", rw.mnt(name)), ("disk", rw.own(name))):
+        try:
+            data = read(path)
+        except OSError as exc:
+            found.append(f"{case}: {where}: {errno.errorcode.get(exc.errno or 0)}")
+            continue
+        if data != want:
+            found.append(f"{case}: {where} holds {len(data)} bytes, not the old {len(want)}")
+    return found
 
 
 def test_nothing_written_through_the_mount_vanishes_while_on_disk(
@@ -653,6 +720,14 @@ def write_all(fd: int, data: bytes) -> int | None:
     return failed or closed
 
 
+def len_of(rel: str, where: str, rw: Writes) -> str:
+    path = rw.own(rel) if where == "on disk" else rw.mnt(rel)
+    try:
+        return str(os.stat(path).st_size)
+    except OSError as exc:
+        return errno.errorcode.get(exc.errno or 0, "?")
+
+
 def digests(files: dict[str, bytes]) -> dict[str, str]:
     return {k: hashlib.sha256(v).hexdigest()[:16] for k, v in files.items()}
 
@@ -692,21 +767,31 @@ def test_full_own_source_no_failed_write_changes_any_file(
     fd = os.open(mnt("deploys.md"), os.O_WRONLY | os.O_APPEND)
     results["append read-only head"] = write_all(fd, b"d" * BIG)
 
-    wrong = {k: errno.errorcode.get(v or 0, v) for k, v in results.items() if v != errno.ENOSPC}
-    assert wrong == {}, f"writes that did not return ENOSPC at write or close: {wrong}"
-    no_stage_left(rw, "failed writes")
-    assert os.path.basename(tmp) not in os.listdir(mnt())
+    # Every check below is collected, so that one run names every way the disk changed.
+    problems = [
+        f"{what}: returned {errno.errorcode.get(code or 0, code)}, not ENOSPC at write or close"
+        for what, code in results.items()
+        if code != errno.ENOSPC
+    ]
+    left, _ = wait_until(lambda: stages(rw.own_root) == [], SOON, "no stage", must=False)
+    if not left:
+        problems.append(f"stage files left: {stages(rw.own_root)}")
+    if os.path.basename(tmp) in os.listdir(mnt()):
+        problems.append(f"the failed temp file {os.path.basename(tmp)} is shown")
     after_disk = digests(disk_files(rw.own()))
     after_view = digests(snapshot(rw))
-    changed_disk = sorted(
-        k for k in before_disk.keys() | after_disk.keys() if before_disk.get(k) != after_disk.get(k)
-    )
-    changed_view = sorted(
-        k for k in before_view.keys() | after_view.keys() if before_view.get(k) != after_view.get(k)
-    )
-    assert changed_disk == [], f"files changed on disk by failed writes: {changed_disk}"
-    assert changed_view == [], f"files changed through the mount by failed writes: {changed_view}"
-    assert sorted(os.listdir(mnt(".history", HANDOFF))) == kept_before
+    for where, before, after in (
+        ("on disk", before_disk, after_disk),
+        ("through the mount", before_view, after_view),
+    ):
+        for rel in sorted(before.keys() | after.keys()):
+            if before.get(rel) != after.get(rel):
+                now = "new" if rel not in before else f"{len_of(rel, where, rw)} bytes now"
+                problems.append(f"{rel} changed {where} ({now})")
+    kept_after = sorted(os.listdir(mnt(".history", HANDOFF)))
+    if kept_after != kept_before:
+        problems.append(f"handoff history changed: {kept_before} -> {kept_after}")
+    assert problems == [], "\n".join(problems)
 
     # Space again: the same rewrite works, so the failures were the full disk's.
     filler.unlink()
