@@ -34,6 +34,7 @@ MAX_SIZE = 48 << 10  # bytes: files stay well under max_file_bytes (1 MiB)
 MAX_WRITE = 6 << 10
 HISTORY = 8  # operations shown before a failing one
 HANDOFF = "handoff-fsx_20260101.md"
+HANDOFF_VERSIONS = 20  # the default of [limits] handoff_versions
 PLAIN = "plain.md"
 COPIED = "copied.md"  # only the work source has it: copied up at the first change
 
@@ -268,5 +269,8 @@ def test_random_operations_match_a_shadow_copy(sandbox: Sandbox, rw: Writes, see
                 os.close(t.fd)
     print(f"fsx seed={seed}: {run.done} operations matched the shadow copy")
     assert run.done == ops, f"fsx seed={seed}: ran {run.done} of {ops} operations"
+    # Every commit of the handoff kept the version it replaced, the last 20 of them (SPEC 7.2).
+    kept = os.listdir(rw.mnt(".history", HANDOFF))
+    assert 1 <= len(kept) <= HANDOFF_VERSIONS, f"fsx seed={seed}: {len(kept)} kept versions"
     # Releases follow the closes: then no stage file may be left.
     wait_until(lambda: stages(rw.own_root) == [], SOON, f"fsx seed={seed}: no stage left")

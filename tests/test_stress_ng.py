@@ -124,8 +124,9 @@ NOT_FILESYSTEM_STRESSORS: dict[str, str] = {
 
 # A summary line of stress-ng: "failed: 0", "skipped: 0", "metrics untrustworthy: 0".
 SUMMARY = re.compile(r"\b(failed|skipped|untrustworthy): (\d+)")
-# A line stress-ng prints at its fail/error level, or any word of failure outside debug.
-FAILURE = re.compile(r"\b(fail|error):|FAIL|unsuccessful|verif\w* fail|fail\w* verif", re.I)
+# Any word of failure outside debug output: a fail: or error: line, "failed", "FAIL", a failed
+# verification, "unsuccessful run"; and a stressor that stopped early did not stress.
+FAILURE = re.compile(r"fail|error:|unsuccessful|finished prematurely", re.I)
 
 
 def require_stress_ng() -> str:
@@ -193,6 +194,31 @@ def test_lists_cover_every_stressor_of_the_classes() -> None:
         assert found is not None, f"stress-ng --class {cls}? printed: {done.stdout!r}"
         listed |= set(found.group(1).split())
     assert listed - named == set(), "stressors neither run nor listed as not run"
+
+
+def test_failures_finds_every_kind_of_failure_line() -> None:
+    """The output check itself: lines from real runs on a broken mount, and passing ones."""
+    passing = [
+        "stress-ng: debug: [9] hdd: can't set oom_score_adj (failed to write)",
+        "stress-ng: info:  [9] successful run completed in 2.00s",
+        "stress-ng: info:  [9] failed: 0",
+        "stress-ng: info:  [9] skipped: 0",
+        "stress-ng: info:  [9] metrics untrustworthy: 0",
+        "stress-ng: metrc: [9] hdd               11776      2.00      1.12      0.29",
+    ]
+    failing = [
+        "stress-ng: fail:  [7] seek: lseek SEEK_END failed, errno=2 (No such file or directory)",
+        "stress-ng: info:  [7] fsize: truncating file to zero bytes failed, errno=2",
+        "stress-ng: error: [7] sync-file: ftruncate failed: errno=2 (No such file or directory)",
+        "stress-ng: warn:  [7] sync-file: WARNING: finished prematurely after just 0.50s",
+        "stress-ng: info:  [7] unsuccessful run completed in 0.01s",
+        "stress-ng: info:  [7] skipped: 1: xattr (1)",
+        "stress-ng: info:  [7] failed: 1: hdd (1)",
+        "stress-ng: fail:  [7] hdd: FAIL: verify error at offset 4096",
+    ]
+    assert failures("\n".join(passing + failing)) == failing
+    assert bogo_ops("\n".join(passing), "hdd") == 11776
+    assert bogo_ops("\n".join(passing), "seek") is None
 
 
 @pytest.mark.parametrize("stressor", sorted(STRESSORS))
