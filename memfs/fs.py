@@ -297,23 +297,43 @@ class MemFS(pyfuse3.Operations):
         return e
 
     def _as_seen_by(
-        self, attrs: pyfuse3.EntryAttributes, ctx: pyfuse3.RequestContext
+        self, attrs: pyfuse3.EntryAttributes, ctx: pyfuse3.RequestContext, key: Key
     ) -> pyfuse3.EntryAttributes:
-        """While a file is being written, its writer sees its own size, everyone else the
-        committed file's (SPEC 7.1), and the kernel must ask again each time.
+        """The size the caller must see, where the kernel's one size per inode cannot serve
+        every caller alike; the kernel then keeps none and asks again each time.
 
-        The writer is the thread that opened it (FUSE names the calling thread): the kernel
-        keeps one size per inode for every reader, so the writer's size must reach as few
-        callers as possible; another thread of the same process reads the committed file
-        whole, as another process does."""
-        if self.files.writers_of(attrs.st_ino):
-            size = self.files.own_size(attrs.st_ino, ctx.pid)
-            if size is not None:
-                attrs.st_size = size
-                attrs.st_blocks = (size + 511) // 512
-            attrs.attr_timeout = 0
-            attrs.entry_timeout = 0
+        - While a file is being written, its writer sees its own size, everyone else the
+          committed file's (SPEC 7.1). The writer is the thread that opened it (FUSE names
+          the calling thread), so the writer's size reaches as few callers as possible.
+        - While an open reads an older version through the page cache (kernel.py), its
+          caller sees that version's size, so its reads are not cut at the new one's.
+        """
+        ino = attrs.st_ino
+        size = None
+        if self.files.writers_of(ino):
+            size = self.files.own_size(ino, ctx.pid)
+        elif self.kernel.holds_other(ino, self._token(key)):
+            size = self.files.cached_size(ino, ctx.pid)
+        else:
+            return attrs
+        if size is not None:
+            attrs.st_size = size
+            attrs.st_blocks = (size + 511) // 512
+        attrs.attr_timeout = 0
+        attrs.entry_timeout = 0
         return attrs
+
+    def _token(self, key: Key) -> object:
+        """What names the version ``key`` shows now (kernel.py); None for no file."""
+        project = self.catalog.loaded().get(key[0])
+        leaf = project.tree.leaf(key[1]) if project is not None and key[1] else None
+        if leaf is None or leaf.version is None:
+            return None
+        if leaf.kind is Kind.MEMORY:
+            data = project.memory_index()  # type: ignore[union-attr]
+            return ("memory", len(data), hash(data))
+        v = leaf.version
+        return (v.origin, v.path, v.size, v.mtime_ns)
 
     def _count(self, op: str) -> None:
         self.stats.requests[op] += 1
@@ -336,7 +356,7 @@ class MemFS(pyfuse3.Operations):
         attrs = await self._attrs_of(0, key)
         attrs.st_ino = self._number(key)
         self.inodes.looked_up(attrs.st_ino)
-        return self._as_seen_by(attrs, ctx)
+        return self._as_seen_by(attrs, ctx, key)
 
     def _number(self, key: Key) -> int:
         """The inode number of ``key``, when the kernel looks it up.
@@ -367,7 +387,7 @@ class MemFS(pyfuse3.Operations):
         key = self._key(inode)
         if self.inodes.detached(inode) and inode not in self._snapshots:
             return self._detached_attrs(inode)
-        return self._as_seen_by(await self._attrs_of(inode, key), ctx)
+        return self._as_seen_by(await self._attrs_of(inode, key), ctx, key)
 
     def _detached_attrs(self, ino: int) -> pyfuse3.EntryAttributes:
         """A file unlinked or replaced while open: what its open descriptors see (SPEC 7.6)."""
@@ -475,9 +495,8 @@ class MemFS(pyfuse3.Operations):
         project = await self._project(slug)
         leaf = project.tree.leaf(path)
         writing = bool(flags & (os.O_WRONLY | os.O_RDWR))
-        f = OpenFile(inode, key, append=bool(flags & os.O_APPEND))
-        if writing:
-            f.writer, f.pid = True, ctx.pid
+        f = OpenFile(inode, key, pid=ctx.pid, append=bool(flags & os.O_APPEND))
+        f.writer = writing
         if leaf is None:
             if self.files.pending(key) is None:
                 raise _err(errno.EISDIR if project.tree.is_dir(path) else errno.ENOENT)
@@ -494,7 +513,6 @@ class MemFS(pyfuse3.Operations):
     def _open_for_read(self, f: OpenFile, project: Project, leaf: Leaf) -> pyfuse3.FileInfo:
         """One version per open, and the page cache only where it holds that version
         (kernel.py states the rule)."""
-        token: object
         if leaf.kind is Kind.PREAMBLE:
             # This inode shows one rendering, ever (see _number): its size and pages are that
             # one's. Reached through a name the kernel has not looked up again since the
@@ -502,13 +520,11 @@ class MemFS(pyfuse3.Operations):
             # the change brings the new one.
             f.data = self._snapshots.get(f.ino) or self._preamble(project)
             return pyfuse3.FileInfo(fh=self.files.add(f), keep_cache=True)
-        elif leaf.kind is Kind.MEMORY:
+        if leaf.kind is Kind.MEMORY:
             f.data = project.memory_index()
-            token = ("memory", len(f.data), hash(f.data))
         else:
-            v = f.version = leaf.version
-            assert v is not None
-            token = (v.origin, v.path, v.size, v.mtime_ns)
+            f.version = leaf.version
+        token = self._token(f.key)
         # Pin the version now and check it is the one the view reports: a change inotify
         # has not told yet is served whole, past the pages and size of the one before.
         current = f.data is not None or self._pin(f, project)
@@ -559,6 +575,8 @@ class MemFS(pyfuse3.Operations):
             # Editing the union starts from what the reader saw: the union becomes the own
             # source's MEMORY.md, so no topic linked elsewhere is lost.
             f.data = project.memory_index()
+        else:
+            self._pin(f, project)  # the version its reads and its stage start from
         if flags & os.O_TRUNC:
             mode = leaf.version.mode if leaf.kind is Kind.FILE and leaf.version else 0o644
             await self._stage_empty(f, mode or staging.FILE_MODE)
@@ -589,30 +607,12 @@ class MemFS(pyfuse3.Operations):
         """The first change through a write handle: stage a copy of the head it opened."""
         if f.version is None:
             raise _err(errno.EBADF)
-        project = await self._project(f.key[0])
         place, name = self._writable(f.key), parent_of(f.key[1])[1]
-        union = f.data
-        v = f.version
-        mode = v.mode if union is None else staging.FILE_MODE
-
-        def stage() -> staging.Stage:
-            new = staging.Stage(place, name, initial_fd=None, mode=mode or staging.FILE_MODE)
-            try:
-                if union is not None:
-                    new.write(0, union)
-                else:
-                    head = project.open_fd(v)
-                    try:
-                        staging.copy_fd(head, new.fd)
-                    finally:
-                        os.close(head)
-                new.dirty = False
-            except BaseException:
-                new.abort()
-                raise
-            return new
-
-        f.stage = await trio.to_thread.run_sync(stage)
+        union, head = f.data, f.fd
+        mode = f.version.mode if union is None else staging.FILE_MODE
+        f.stage = await trio.to_thread.run_sync(
+            lambda: staging.Stage.copy_of(place, name, mode or staging.FILE_MODE, head, union)
+        )
         f.data = None  # reads now see the writer's own bytes
 
     @_handler
@@ -637,7 +637,7 @@ class MemFS(pyfuse3.Operations):
         # Not committed yet: one write costs one commit. Until then the name is pending:
         # memfs answers for it from the stage, so lookups, stat and listings still see it.
         self.files.set_pending(f)
-        attrs = self._as_seen_by(self._attrs(ino, key, project), ctx)
+        attrs = self._as_seen_by(self._attrs(ino, key, project), ctx, key)
         self.inodes.looked_up(ino)
         return pyfuse3.FileInfo(fh=fh, direct_io=True), attrs
 

@@ -8,10 +8,13 @@ that no read ever combines two versions:
 * The kernel's page cache of an inode may hold pages of one version only: the *cached*
   token. An open is served through the page cache only when nothing the kernel holds of
   the inode can be older than the open's version: no invalidation of it is still queued,
-  and no open of another version is filling pages. If the cache holds this very version
-  (or nothing), its pages are kept (``keep_cache``); if it may hold another and nobody
-  reads that one any more, the open drops them (``keep_cache=False``) and the cache now
-  holds this version.
+  and the cache holds this very version or nothing (``keep_cache``). If it may hold
+  another, the open is served with direct I/O, and once nobody reads that other version
+  the kernel is told to drop it; the next open then finds the cache clean.
+* The size: the kernel keeps one size per inode, asked for by whoever stats it. While an
+  open reads an older version through the page cache, the adapter answers that open's
+  caller with its version's size, everyone else with the current one, and lets the kernel
+  keep neither (fs.py, ``_as_seen_by``).
 * Otherwise the open is served with direct I/O: every read comes from the handle's own
   version, and direct reads are not capped by a size the kernel may hold from an older
   version.
@@ -62,8 +65,7 @@ class Kernel:
 
     def open(self, ino: int, token: Token) -> bool | None:
         """How to serve an open of ``ino`` reading version ``token``: True through the
-        page cache, its pages kept; False through the page cache, dropping what it holds
-        first; None with direct I/O. Pair every non-None answer with `closed`."""
+        page cache, its pages kept; None with direct I/O. Pair True with `closed`."""
         if self._queued[ino]:
             return None
         cached = self._cached.get(ino)
@@ -75,10 +77,17 @@ class Kernel:
         if cached.token == token:
             cached.readers += 1
             return True
-        if cached.readers:
-            return None  # another version is still being read into the cache
-        self._cached[ino] = _Cached(token, 1)
-        return False
+        # Pages or a size of another version may be held: this open reads past them, and
+        # if nobody reads that version any more the kernel is told to drop them, so the
+        # next open finds the cache clean.
+        if not cached.readers:
+            self.inode(ino)
+        return None
+
+    def holds_other(self, ino: int, token: Token) -> bool:
+        """Whether an open reading another version than ``token`` uses the page cache."""
+        cached = self._cached.get(ino)
+        return cached is not None and cached.readers > 0 and cached.token != token
 
     def closed(self, ino: int) -> None:
         """An open that `open` let use the page cache was released."""

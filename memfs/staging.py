@@ -118,6 +118,21 @@ class Stage:
             os.close(self._dir_fd)
             raise
 
+    @classmethod
+    def copy_of(
+        cls, folder: Place, name: str, mode: int, head_fd: int, data: bytes | None
+    ) -> Stage:
+        """A stage starting as the head a writer opened: ``data`` (the MEMORY.md union), or
+        the bytes behind ``head_fd``; not dirty until the writer changes it."""
+        stage = cls(folder, name, initial_fd=None if data is not None else head_fd, mode=mode)
+        try:
+            if data is not None:
+                os.pwrite(stage.fd, data, 0)
+        except BaseException:
+            stage.abort()
+            raise
+        return stage
+
     def _new_temp(self, initial_fd: int | None) -> None:
         while True:
             temp = sources.STAGE_PREFIX + secrets.token_hex(8)

@@ -34,7 +34,7 @@ class OpenFile:
     token: object = None  # what the kernel's pages hold for it (kernel.py); None: direct I/O
     # Writing
     writer: bool = False
-    pid: int = 0  # the process that opened it for writing (its thread group)
+    pid: int = 0  # the thread that opened it (FUSE names the calling thread)
     append: bool = False
     stage: staging.Stage | None = None
     # A handle keeps the version it replaces at most once: at its first commit, what stood
@@ -113,6 +113,12 @@ class OpenFiles:
 
     def of_inode(self, ino: int) -> list[OpenFile]:
         return [f for f in self._by_fh.values() if f.ino == ino]
+
+    def cached_size(self, ino: int, pid: int) -> int | None:
+        """The size of the version ``pid`` reads through the page cache; None if it reads
+        none (kernel.py: only one version per inode is read that way at a time)."""
+        mine = next((f for f in self.of_inode(ino) if f.token is not None and f.pid == pid), None)
+        return mine.size() if mine is not None else None
 
     def own_size(self, ino: int, pid: int) -> int | None:
         """The size ``pid`` sees while it writes ``ino`` itself; None for everyone else."""

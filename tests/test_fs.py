@@ -544,17 +544,19 @@ def open_fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
-async def test_a_head_file_is_read_through_a_lazily_opened_descriptor(sample: Sample) -> None:
+async def test_a_head_file_is_read_through_the_descriptor_its_open_pinned(
+    sample: Sample,
+) -> None:
     ops = sample.ops
     a = await walk(ops, f"{CLAUDE_SLUG}/a.md")
     fds = open_fds()
     info = await ops.open(a.st_ino, os.O_RDONLY, CTX)
     assert info.keep_cache
-    assert ops.files.get(info.fh).fd == -1  # nothing opened until the first read
-    assert open_fds() == fds
+    # One version per open (SPEC 5.4): the open pins the file it reads.
+    assert ops.files.get(info.fh).fd >= 0
+    assert open_fds() == fds + 1
     body = OWN_A.encode()
     assert await ops.read(info.fh, 0, 4096) == body
-    assert ops.files.get(info.fh).fd >= 0
     assert await ops.read(info.fh, 2, 3) == body[2:5]
     assert await ops.read(info.fh, len(body) - 1, 100) == body[-1:]
     assert await ops.read(info.fh, len(body), 100) == b""
@@ -609,12 +611,22 @@ async def test_preamble_is_served_like_a_file_one_snapshot_per_open(sample: Samp
     write(sample.own / "fresh.md", "fresh\n", at(50))
     rescan(ops)
     ops.project_changed(ops.catalog.loaded()[CLAUDE_SLUG])
+    folder = ops.inodes.known((CLAUDE_SLUG, ""))
+    assert ("entry", folder, b"PREAMBLE.md") in drain(ops)  # the kernel looks it up again
     assert await read_all(ops, info.fh) == body
-    again = await ops.open(found.st_ino, os.O_RDONLY, CTX)
-    assert again.direct_io
-    assert not again.keep_cache
+    # Reached through the old inode, the old rendering, whole, with its own size.
+    old = await ops.open(found.st_ino, os.O_RDONLY, CTX)
+    assert await read_all(ops, old.fh) == body
+    assert (await ops.getattr(found.st_ino, CTX)).st_size == len(body)
+    await ops.release(old.fh)
+    # Looked up again: a new inode, with the new rendering and its size.
+    fresh = await ops.lookup(folder, b"PREAMBLE.md", CTX)
+    assert fresh.st_ino != found.st_ino
+    again = await ops.open(fresh.st_ino, os.O_RDONLY, CTX)
+    assert again.keep_cache
     new = await read_all(ops, again.fh)
     assert b"fresh.md" in new
+    assert fresh.st_size == len(new)
     assert new != body
     await ops.release(again.fh)
     await ops.release(info.fh)
