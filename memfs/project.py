@@ -201,8 +201,10 @@ class Project:
             self.counts.left_out.append(entry)
         if (i, path, why) not in self._logged:
             self._logged.add((i, path, why))
-            # Temp files come and go with every transfer: worth a trace, not a warning.
-            level = logging.DEBUG if why.startswith(names.IN_FLIGHT) else logging.WARNING
+            # Temp files come and go with every transfer, and every synced folder has a
+            # marker: expected, worth a trace, not a warning.
+            expected = why.startswith((names.IN_FLIGHT, names.TOOL_FILE))
+            level = logging.DEBUG if expected else logging.WARNING
             log.log(level, "left out %s/%s: %s", self.origins[i].folder, path, why)
 
     def _forget_left_out(self, i: int, path: str) -> None:
@@ -238,8 +240,8 @@ class Project:
         """
         why = names.path_reason(f.path)
         if why and not self._exempt(f.path):
+            self.drop_version(i, f.path)  # first: it forgets the path's left-out entry
             self._leave_out(i, f.path, why)
-            self.drop_version(i, f.path)
             return
         versions = self._versions.setdefault(f.path, {})
         new = Version(i, f.path, f.size, f.mtime_ns, f.mode, f.atime_ns)
