@@ -48,6 +48,8 @@ MEMORY = Path(SLUG) / "memory"  # a project's folder below a projects/ root
 STIGNORE = ".memfs-stage.*\n"  # memfs's stage files stay on the machine that writes them
 WATCHER_DELAY_S = 1
 SYNC_DEADLINE = 20.0  # seconds for one change to cross
+RECV_KIB_S = 256  # each machine's limit on what it receives, in KiB/s
+BIG = 640 * 1024  # bytes: under memfs's 1 MiB cap, in flight for a second and more
 START_DEADLINE = 20.0  # seconds for both instances to start and connect
 STOP_DEADLINE = 10.0
 API_KEY = "memfs-test-" + secrets.token_hex(8)
@@ -63,6 +65,7 @@ OPTIONS = {
     "crashReportingEnabled": "false",
     "autoUpgradeIntervalH": "0",
     "startBrowser": "false",
+    "limitBandwidthInLan": "true",  # loopback is LAN: without this, no limit applies
 }
 
 
@@ -96,11 +99,12 @@ class _UnixHTTP(http.client.HTTPConnection):
         self.sock = sock
 
 
-def rest(sock: Path, path: str) -> Any:
-    """GET ``path``; any failure is an OSError, so `wait_until` takes it as "not yet"."""
+def rest(sock: Path, path: str, method: str = "GET", data: Any = None) -> Any:
+    """One API call; any failure is an OSError, so `wait_until` takes it as "not yet"."""
     conn = _UnixHTTP(sock)
+    body = None if data is None else json.dumps(data).encode()
     try:
-        conn.request("GET", path, headers={"X-API-Key": API_KEY})
+        conn.request(method, path, body=body, headers={"X-API-Key": API_KEY})
         resp = conn.getresponse()
         body = resp.read()
     except http.client.HTTPException as exc:
@@ -109,7 +113,7 @@ def rest(sock: Path, path: str) -> Any:
         conn.close()
     if resp.status != 200:
         raise OSError(f"{path}: HTTP {resp.status} {body[:200]!r}")
-    return json.loads(body)
+    return json.loads(body) if body.strip() else None
 
 
 # --- one machine -------------------------------------------------------------------------
@@ -236,8 +240,12 @@ def configure(me: Machine, peer: Machine) -> None:
     own = _folder(template, f"memory-{me.name}", me.own, "sendonly", ids)
     received = _folder(template, f"memory-{peer.name}", me.received(peer), "receiveonly", ids)
     device = ET.Element("device", id=peer.device_id, name=peer.name, compression="metadata")
-    _set(device, "address", f"tcp://127.0.0.1:{peer.port}")
+    # Only a dials (b has no address for a, and no discovery): two machines dialling each
+    # other at once left a TLS hello waiting for Syncthing's 20 s timeout now and then.
+    _set(device, "address", f"tcp://127.0.0.1:{peer.port}" if me.name == "a" else "dynamic")
     _set(device, "autoAcceptFolders", "false")
+    # Slow enough that a transfer stays in flight for a look, fast enough for the test.
+    _set(device, "maxRecvKbps", str(RECV_KIB_S))
     position = list(root).index(gui)
     for n, element in enumerate((own, received, device)):
         root.insert(position + n, element)
@@ -445,6 +453,7 @@ def test_two_machines_share_memory_through_syncthing(
         poller.start()
         check_each_machine_keeps_its_own_head(a, b)
         check_a_handoff_crosses(a, b)
+        check_a_transfer_in_flight(a, b)
         check_edits_stay_local(a, b)
         wait_until(lambda: synced(a, b) and synced(b, a), SYNC_DEADLINE, "the final sync")
     finally:
@@ -530,3 +539,29 @@ def check_edits_stay_local(a: Machine, b: Machine) -> None:
     wait_until(lambda: edited in history(a, "only-a.md").values(), SYNC_DEADLINE, "b's edit on a")
     assert read(a.mnt("only-a.md")) == b"written on a\n"
     assert read(a.own / MEMORY / "only-a.md") == b"written on a\n"
+
+
+def check_a_transfer_in_flight(a: Machine, b: Machine) -> None:
+    # A big file written on a's disk: b's Syncthing pulls it into a sparse temp file.
+    body = b"".join(b"line %06d of a big topic file\n" % n for n in range(BIG // 30))
+    (a.own / MEMORY / "big.md").write_bytes(body)
+    folder = b.received(a) / MEMORY
+
+    def in_flight() -> list[str]:
+        return [n for n in os.listdir(folder) if n.startswith(".syncthing.big.md")]
+
+    [temp], _ = wait_until(in_flight, SYNC_DEADLINE, "syncthing's temp file on b")
+    # While it is there: not in b's mount, not in its PREAMBLE.md, counted as left out.
+    listing = set(os.listdir(b.mnt()))
+    preamble = read(b.mnt("PREAMBLE.md"))
+    still = in_flight()
+    assert temp not in listing
+    assert "big.md" not in listing
+    assert b"\0" not in preamble
+    assert temp.encode() not in preamble
+    assert still == [temp], "the transfer ended before the look: raise BIG or lower the limit"
+    _, rest_of_it = wait_until(
+        lambda: read(b.mnt("big.md")) == body, SYNC_DEADLINE, "big.md arrived whole on b"
+    )
+    print(f"big.md: in flight on b for {rest_of_it:.2f}s more after the look")
+    assert not in_flight()
