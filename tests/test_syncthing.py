@@ -395,6 +395,14 @@ class Poller(threading.Thread):
             self.join(5)
 
 
+def connected(m: Machine, peer: Machine) -> bool:
+    assert m.proc is not None
+    if m.proc.poll() is not None:
+        pytest.fail(f"syncthing {m.name} exited {m.proc.returncode}: see {m.log}")
+    state = rest(m.sock, "/rest/system/connections")["connections"][peer.device_id]
+    return bool(state["connected"])
+
+
 def synced(sender: Machine, receiver: Machine) -> bool:
     """The receiver's copy of the sender's own folder is the same, byte for byte."""
     return tree(sender.own) == tree(receiver.received(sender))
@@ -437,25 +445,30 @@ def test_two_machines_share_memory_through_syncthing(
     try:
         for m in machines:
             m.mount = Mount(m.box, watchdog=85, name=f"memfs-{m.name}").start()
+        poller.start()  # from before the first byte crosses
         for m in machines:
             netns.start(m)
-        for m in machines:
-            peer = b if m is a else a
+        for m, peer in ((a, b), (b, a)):
             wait_until(
-                lambda m=m, peer=peer: rest(m.sock, "/rest/system/connections")["connections"][
-                    peer.device_id
-                ]["connected"],
+                lambda m=m, peer=peer: connected(m, peer),
                 START_DEADLINE,
                 f"{m.name} connected to {peer.name}",
             )
         _, first = wait_until(lambda: synced(a, b) and synced(b, a), SYNC_DEADLINE, "first sync")
         print(f"first sync after connecting: {first:.2f}s")
-        poller.start()
         check_each_machine_keeps_its_own_head(a, b)
         check_a_handoff_crosses(a, b)
         check_a_transfer_in_flight(a, b)
         check_edits_stay_local(a, b)
         wait_until(lambda: synced(a, b) and synced(b, a), SYNC_DEADLINE, "the final sync")
+    except BaseException:
+        for m in machines:
+            for log in (m.log, m.mount.log_path if m.mount else None):
+                if log is not None and log.exists():
+                    print(
+                        f"--- {log} (last 40 lines)", *log.read_text().splitlines()[-40:], sep="\n"
+                    )
+        raise
     finally:
         poller.stop()
         for m in machines:
