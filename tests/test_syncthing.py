@@ -45,7 +45,14 @@ pytestmark = [pytest.mark.mount, pytest.mark.timeout(90)]
 
 SLUG = slug_of(Path("/home/u/src/shared_app"))
 MEMORY = Path(SLUG) / "memory"  # a project's folder below a projects/ root
-STIGNORE = ".memfs-stage.*\n"  # memfs's stage files stay on the machine that writes them
+# The README's .stignore for a shared ~/.claude/projects, in this order (first match wins).
+STIGNORE = """\
+// memfs's stage files stay on the machine that writes them
+.memfs-stage.*
+// Claude Code's memory folders only, not its session transcripts
+!/*/memory
+/*/*
+"""
 WATCHER_DELAY_S = 1
 SYNC_DEADLINE = 20.0  # seconds for one change to cross
 RECV_KIB_S = 256  # each machine's limit on what it receives, in KiB/s
@@ -403,9 +410,16 @@ def connected(m: Machine, peer: Machine) -> bool:
     return bool(state["connected"])
 
 
+def shared(path: str) -> bool:
+    """Whether STIGNORE lets ``path`` (relative to projects/) travel."""
+    parts = path.split("/")
+    return (len(parts) == 1 or parts[1] == "memory") and not names.is_stage(parts[-1])
+
+
 def synced(sender: Machine, receiver: Machine) -> bool:
-    """The receiver's copy of the sender's own folder is the same, byte for byte."""
-    return tree(sender.own) == tree(receiver.received(sender))
+    """The receiver's copy of the sender's own folder is what it shares, byte for byte."""
+    sent = {path: body for path, body in tree(sender.own).items() if shared(path)}
+    return sent == tree(receiver.received(sender))
 
 
 def read(path: Path) -> bytes:
@@ -440,6 +454,9 @@ def test_two_machines_share_memory_through_syncthing(
         index = f"- [Notes](notes.md)\n- [Topic {m.name}](topic-{m.name}.md)\n"
         (m.own / MEMORY / "MEMORY.md").write_text(index)
     (a.own / MEMORY / "only-a.md").write_text("written on a\n")
+    # Claude Code keeps session transcripts beside memory/: they must not travel.
+    transcript = a.own / SLUG / "0b5e-session.jsonl"
+    transcript.write_text('{"type":"user","message":"private"}\n')
 
     poller = Poller(machines)
     try:
@@ -478,6 +495,7 @@ def test_two_machines_share_memory_through_syncthing(
                     print(f"memfs {m.name} teardown had to force:", *forced, sep="\n  ")
     assert poller.looks > 0
     assert poller.seen == set()
+    assert not (b.received(a) / SLUG / transcript.name).exists()
     for m in machines:
         for path in (m.box.home / "sync").rglob("*"):
             assert not names.is_stage(path.name), path
