@@ -450,6 +450,8 @@ class Project:
         if not self._show(path, path, leaf):
             return
         self._heads[path] = head
+        if not _in_preamble(path):
+            return  # a writer's claimed temp file: in the view for it, never in PREAMBLE.md
         if path != MEMORY:
             self._by_mtime.add(head)
         if preamble.is_handoff(parent_of(path)[1]):
@@ -809,9 +811,10 @@ class Project:
     def _check(self) -> None:
         """Assert every invariant; the tests call this after each change."""
         self.tree._check()
-        assert set(self._heads.values()) == {*self._by_mtime, *self._heads_memory()}
+        indexed = {v for p, v in self._heads.items() if _in_preamble(p)}
+        assert indexed == {*self._by_mtime, *self._heads_memory()}
         assert list(self._handoffs) == sorted(
-            (v for v in self._heads.values() if preamble.is_handoff(parent_of(v.path)[1])),
+            (v for v in indexed if preamble.is_handoff(parent_of(v.path)[1])),
             key=_handoff_key,
         )
         for path, versions in self._versions.items():
@@ -881,6 +884,11 @@ def conflict_original(path: str) -> str | None:
     if original is None:
         return None
     return f"{folder}/{original}" if folder else original
+
+
+def _in_preamble(path: str) -> bool:
+    """Heads the preamble may draw on: every one but a claimed temp file (names.RULES)."""
+    return not names.path_reason(path)
 
 
 def _hidden(path: str) -> bool:

@@ -639,16 +639,19 @@ def test_a_temp_file_a_writer_created_through_the_mount_stays_visible(fh: FakeHo
     temp = ".notes.md.AbC123"
     project.claim(temp)
     assert project.claimed(temp)
-    st_ = write(own / temp, "new", at(2)).stat()
+    st_ = write(own / temp, "RSYNCED-BODY", at(2)).stat()
     project.set_version(0, FileStat(temp, st_.st_size, st_.st_mtime_ns))
     project._check()
     assert shown(project)[temp] == (Kind.FILE, "claude")
+    # The writer's temp file is its own business: never in PREAMBLE.md.
+    assert temp.encode() not in project.preamble(FILES_AT, now_ns=at(100))
+    assert b"RSYNCED-BODY" not in project.preamble(FILES_AT, now_ns=at(100))
     project.rescan(0)  # a rescan (an inotify overflow) keeps it too
     assert shown(project)[temp] == (Kind.FILE, "claude")
     assert ("claude", temp) not in left_out(project)
     (own / temp).rename(own / "notes.md")
     project.drop_version(0, temp)
-    project.set_version(0, FileStat("notes.md", 3, at(2)))
+    project.set_version(0, FileStat("notes.md", 12, at(2)))
     project._check()
     assert not project.claimed(temp)  # gone: the name is a temp name again
     write(own / temp, "a real rsync temp, on disk", at(3))
