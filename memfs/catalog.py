@@ -17,8 +17,8 @@ import os
 
 from sortedcontainers import SortedDict
 
+from memfs import names, sources, staging, state
 from memfs import slug as slugs
-from memfs import sources, staging, state
 from memfs.config import Config
 from memfs.project import Origin, Project
 
@@ -63,7 +63,9 @@ class Catalog:
         return self._slugs
 
     def _add(self, source: int, name: str) -> str | None:
-        if not sources.valid_name(name):
+        # A dot name (.stfolder, .stversions, .git) is a tool's, never a project (SPEC 2):
+        # refused before canonicalising, which would turn '.git' into the slug '-git'.
+        if not sources.valid_name(name) or not names.project_folder(name):
             return None
         canonical = slugs.canonical_slug(name)
         if not canonical.startswith("-"):

@@ -22,7 +22,7 @@ from typing import Any
 
 from sortedcontainers import SortedKeyList
 
-from memfs import history, index, preamble, sources
+from memfs import history, index, names, preamble, sources
 from memfs.config import Config
 from memfs.preamble import Doc, IndexEntry, MemoryOverLimit
 from memfs.tree import ROOT, Tree, ancestors, parent_of
@@ -133,6 +133,11 @@ class Project:
         self._stale: tuple[int, list[tuple[str, str]]] | None = None
         self._over_limit: tuple[int, MemoryOverLimit | None] | None = None
         self._logged: set[tuple[int, str, str]] = set()  # left-out files already logged
+        # original path -> its conflict copies' paths that hold a version (SPEC 5.1)
+        self._conflicts: dict[str, set[str]] = {}
+        # Paths a writer created through the mount: exempt from the name rules while they
+        # exist, so its temp file works for it (rsync's `.x.AbC123`, vim's `.x.swp`).
+        self._claimed: set[str] = set()
         self.tree.add(PREAMBLE, Leaf(Kind.PREAMBLE))
         for origin in origins:
             self.add_origin(origin)
@@ -162,21 +167,23 @@ class Project:
     def rescan(self, i: int, scan: sources.Scan | None = None) -> None:
         """Bring origin ``i`` up to date with ``scan`` of its folder (None: scan it now):
         O(files in that folder), no I/O when the scan is given."""
-        origin = self.origins[i]
         if scan is None:
             scan = self.scan(i)
-        name = self.config.sources[origin.source].name
-        self.counts.left_out = [e for e in self.counts.left_out if e[0] != f"{name}:{i}"]
+        label = self._label(i)
+        self.counts.left_out = [e for e in self.counts.left_out if e[0] != label]
         for path, why in scan.left_out:
-            self.counts.left_out.append((f"{name}:{i}", path, why))
-            if (i, path, why) not in self._logged:  # logged once, counted in status
-                self._logged.add((i, path, why))
-                log.warning("left out %s/%s: %s", origin.folder, path, why)
-        new = {f.path: f for f in scan.files}
+            self._leave_out(i, path, why)
+        files = list(scan.files)
+        for f, why in scan.by_name:
+            if self._exempt(f.path):
+                files.append(f)
+            else:
+                self._leave_out(i, f.path, why)
+        new = {f.path: f for f in files}
         old = [p for p, vs in self._versions.items() if i in vs and p not in new]
         for path in old:
             self.drop_version(i, path)
-        for f in scan.files:
+        for f in files:
             self.set_version(i, f)
         new_dirs = set(scan.dirs)
         for path in [p for p, os_ in self._dirs.items() if i in os_ and p not in new_dirs]:
@@ -184,8 +191,58 @@ class Project:
         for path in new_dirs:
             self.set_dir(i, path, present=True)
 
+    def _label(self, i: int) -> str:
+        return f"{self._source_name(i)}:{i}"
+
+    def _leave_out(self, i: int, path: str, why: str) -> None:
+        """Count ``path`` of origin ``i`` in status; log it once."""
+        entry = (self._label(i), path, why)
+        if entry not in self.counts.left_out:
+            self.counts.left_out.append(entry)
+        if (i, path, why) not in self._logged:
+            self._logged.add((i, path, why))
+            # Temp files come and go with every transfer, and every synced folder has a
+            # marker: expected, worth a trace, not a warning.
+            expected = why.startswith((names.IN_FLIGHT, names.TOOL_FILE))
+            level = logging.DEBUG if expected else logging.WARNING
+            log.log(level, "left out %s/%s: %s", self.origins[i].folder, path, why)
+
+    def _forget_left_out(self, i: int, path: str) -> None:
+        label = self._label(i)
+        before = len(self.counts.left_out)
+        self.counts.left_out = [
+            e for e in self.counts.left_out if not (e[0] == label and e[1] == path)
+        ]
+        if len(self.counts.left_out) != before:
+            self._logged = {e for e in self._logged if not (e[0] == i and e[1] == path)}
+
+    def _exempt(self, path: str) -> bool:
+        """A claimed path shows despite the name rules; memfs's stage files never do."""
+        return path in self._claimed and not names.is_stage(sources.split(path)[-1])
+
+    def claim(self, path: str) -> None:
+        """A writer creates ``path`` through the mount: show it even if its name is one of
+        the rules' (a temp file it will rename), until no source holds it any more.
+
+        A no-op for names no rule matches, so the adapter may call it on every create.
+        """
+        if names.path_reason(path) and not names.is_stage(sources.split(path)[-1]):
+            self._claimed.add(path)
+
+    def claimed(self, path: str) -> bool:
+        return path in self._claimed
+
     def set_version(self, i: int, f: sources.FileStat) -> None:
-        """Origin ``i`` now holds ``f`` (new or changed)."""
+        """Origin ``i`` now holds ``f`` (new or changed).
+
+        A path the name rules leave out (names.RULES: a sync tool's temp file, an editor's
+        swap file, a stage file) is counted in status instead, unless a writer claimed it.
+        """
+        why = names.path_reason(f.path)
+        if why and not self._exempt(f.path):
+            self.drop_version(i, f.path)  # first: it forgets the path's left-out entry
+            self._leave_out(i, f.path, why)
+            return
         versions = self._versions.setdefault(f.path, {})
         new = Version(i, f.path, f.size, f.mtime_ns, f.mode, f.atime_ns)
         old = versions.get(i)
@@ -201,12 +258,16 @@ class Project:
         self._refresh(f.path)
 
     def drop_version(self, i: int, path: str) -> None:
+        """Origin ``i`` no longer holds ``path`` (gone, or left out from now on)."""
+        self._forget_left_out(i, path)
         versions = self._versions.get(path)
         if not versions or i not in versions:
             return
         del versions[i]
         if not versions:
             del self._versions[path]
+            # The writer's temp file was renamed or removed: the name is a temp name again.
+            self._claimed.discard(path)
         self._refresh(path)
         self._count_under(path, -1)
 
@@ -300,6 +361,17 @@ class Project:
 
     def _refresh(self, path: str) -> None:
         """Recompute everything ``path``'s versions show: head, history, indices."""
+        original = conflict_original(path)
+        if original is not None:
+            # A conflict copy shows nothing of its own: its original shows it as history.
+            copies = self._conflicts.setdefault(original, set())
+            if path in self._versions:
+                copies.add(path)
+            else:
+                copies.discard(path)
+                if not copies:
+                    del self._conflicts[original]
+            path = original
         freed: set[str] = set()
         for shown in self._shown.pop(path, []):
             self.tree.remove(shown)
@@ -318,19 +390,34 @@ class Project:
             self._handoffs.discard(head)
         self._changed()
         versions = list(self._versions.get(path, {}).values())
-        if not versions:
-            return
         if path.startswith(HISTORY + "/"):
-            self._show(path, path, Leaf(Kind.HISTORY, self._pick(versions)))
+            if versions:
+                self._show(path, path, Leaf(Kind.HISTORY, self._pick(versions)))
+            return
+        copies = self._conflict_versions(path)
+        if not versions and not copies:
             return
         visible = [v for v in versions if self._eligible(v)]
         winner = self._pick(visible) if visible else None
         if winner is not None:
-            self._show_head(path, winner, visible)
+            self._show_head(path, winner, visible, copies)
         used: set[str] = set()
-        for v in sorted(versions, key=lambda v: (v.origin, v.mtime_ns)):
+        # Conflict copies are never heads; their history names follow the same rule.
+        for v in sorted([*versions, *copies], key=lambda v: (v.origin, v.mtime_ns, v.path)):
             if v is not winner:
                 self._show(path, self._history_name(path, v, used), Leaf(Kind.HISTORY, v))
+
+    def _conflict_versions(self, path: str) -> list[Version]:
+        copies = sorted(self._conflicts.get(path, ()))
+        return [v for copy in copies for v in self._versions[copy].values()]
+
+    def conflicts(self, path: str) -> int:
+        """How many conflict copies of ``path`` the sources hold (SPEC 5.1): O(copies).
+
+        Each is a version under ``.history/<path>/``; a sync tool's conflict is resolved
+        when its copy is deleted, so any count above 0 is unresolved.
+        """
+        return sum(len(self._versions[copy]) for copy in self._conflicts.get(path, ()))
 
     def _eligible(self, v: Version) -> bool:
         path = v.path
@@ -351,15 +438,20 @@ class Project:
 
         return min(versions, key=rank)
 
-    def _show_head(self, path: str, head: Version, visible: list[Version]) -> None:
-        if path == MEMORY and len(visible) > 1:
-            others = self._newest_first(v for v in visible if v is not head)
+    def _show_head(
+        self, path: str, head: Version, visible: list[Version], copies: list[Version]
+    ) -> None:
+        # A conflict copy of MEMORY.md is a version too: its links join the union (5.3).
+        if path == MEMORY and len(visible) + len(copies) > 1:
+            others = self._newest_first(v for v in [*visible, *copies] if v is not head)
             leaf = Leaf(Kind.MEMORY, head, tuple(others))
         else:
             leaf = Leaf(Kind.FILE, head)
         if not self._show(path, path, leaf):
             return
         self._heads[path] = head
+        if not _in_preamble(path):
+            return  # a writer's claimed temp file: in the view for it, never in PREAMBLE.md
         if path != MEMORY:
             self._by_mtime.add(head)
         if preamble.is_handoff(parent_of(path)[1]):
@@ -719,9 +811,10 @@ class Project:
     def _check(self) -> None:
         """Assert every invariant; the tests call this after each change."""
         self.tree._check()
-        assert set(self._heads.values()) == {*self._by_mtime, *self._heads_memory()}
+        indexed = {v for p, v in self._heads.items() if _in_preamble(p)}
+        assert indexed == {*self._by_mtime, *self._heads_memory()}
         assert list(self._handoffs) == sorted(
-            (v for v in self._heads.values() if preamble.is_handoff(parent_of(v.path)[1])),
+            (v for v in indexed if preamble.is_handoff(parent_of(v.path)[1])),
             key=_handoff_key,
         )
         for path, versions in self._versions.items():
@@ -729,7 +822,17 @@ class Project:
                 assert v.origin == i
                 assert v.path == path
             shown = self._shown.get(path, [])
-            assert len(shown) <= len(versions) + 0, (path, shown)
+            copies = self._conflict_versions(path)
+            assert len(shown) <= len(versions) + len(copies), (path, shown)
+            original = conflict_original(path)
+            if original is not None:
+                assert path in self._conflicts.get(original, ()), path
+                assert not shown, (path, shown)
+            assert not names.path_reason(path) or self._exempt(path), path
+        for original, copies_of in self._conflicts.items():
+            assert copies_of, original
+            assert all(conflict_original(c) == original for c in copies_of), original
+            assert copies_of <= self._versions.keys(), original
         under: Counter[str] = Counter()
         for path, versions in self._versions.items():
             for a in ancestors(path):
@@ -767,6 +870,25 @@ class _Due:
 
     def at(self, ns: int) -> None:
         self.ns = min(self.ns, ns)
+
+
+def conflict_original(path: str) -> str | None:
+    """The path a conflict copy at ``path`` is a version of; None for any other path.
+
+    Versions under ``.history/`` are history already and keep their own path.
+    """
+    if path == HISTORY or path.startswith(HISTORY + "/"):
+        return None
+    folder, name = parent_of(path)
+    original = names.conflict_original(name)
+    if original is None:
+        return None
+    return f"{folder}/{original}" if folder else original
+
+
+def _in_preamble(path: str) -> bool:
+    """Heads the preamble may draw on: every one but a claimed temp file (names.RULES)."""
+    return not names.path_reason(path)
 
 
 def _hidden(path: str) -> bool:

@@ -20,11 +20,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from memfs import names
+
 log = logging.getLogger(__name__)
 
 # Names memfs itself creates in the own source while staging a write (see staging.py). They
-# are never part of the merged view, and recovery removes leftovers.
-STAGE_PREFIX = ".memfs-stage."
+# are never part of the merged view (names.RULES), and recovery removes leftovers.
+STAGE_PREFIX = names.STAGE_PREFIX
 NAME_MAX = 255
 # Deeper folders are left out: a scan must never exhaust the stack on a hostile tree.
 MAX_DEPTH = 64
@@ -53,6 +55,9 @@ class Scan:
     files: list[FileStat] = field(default_factory=list)
     dirs: list[str] = field(default_factory=list)  # every sub-folder, relative, '' excluded
     left_out: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
+    # Regular files a name rule leaves out (names.RULES), with the rule's reason: the
+    # project shows those a writer created through the mount and counts the rest.
+    by_name: list[tuple[FileStat, str]] = field(default_factory=list)
     exists: bool = True
 
 
@@ -135,15 +140,20 @@ def _scan_dir(fd: int, prefix: str, max_bytes: int, out: Scan, depth: int) -> No
     for entry in entries:
         name = entry.name
         path = prefix + name
-        if name.startswith(STAGE_PREFIX):
-            continue
         try:
             st = entry.stat(follow_symlinks=False)
         except OSError:
             continue  # vanished between listing and stat
         reason = _leave_out_reason(fd, name, st, max_bytes)
         if reason == "":
-            if stat.S_ISDIR(st.st_mode):
+            is_dir = stat.S_ISDIR(st.st_mode)
+            by_name = names.left_out_reason(name, folder=is_dir)
+            if by_name and is_dir:
+                # A tool's folder (.git, .stversions): not memory, and not walked either.
+                out.left_out.append((path, by_name))
+            elif by_name:
+                out.by_name.append((_file_stat(path, st), by_name))
+            elif is_dir:
                 if depth >= MAX_DEPTH:
                     out.left_out.append((path, f"deeper than {MAX_DEPTH} folders"))
                 else:

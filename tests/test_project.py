@@ -332,6 +332,10 @@ PATHS = (
     "d",
     "d/x.md",
     "sub/y.md",
+    # Conflict copies are history of their original; a temp name is never shown.
+    "a.sync-conflict-20260101-000000-AAAAAAA.md",
+    "MEMORY.sync-conflict-20260101-000000-BBBBBBB.md",
+    "sub/.y.md.swp",
 )
 FOLDERS = ("d", "sub", "empty")
 MTIMES = (at(0), at(0.5), at(1), at(2))
@@ -570,3 +574,168 @@ def test_preamble_is_cached_until_the_project_changes(fh: FakeHome) -> None:
     project.rescan(0)
     project._check()
     assert b"second" in project.preamble(FILES_AT, at(102))
+
+
+# --- sync tools' files and conflict copies (SPEC 5.1) ----------------------------------------
+
+CONFLICT = "notes.sync-conflict-20261201-075022-C7DWIIF.md"
+TEMP = ".syncthing.x.md.tmp"
+
+
+def left_out(project: Project) -> set[tuple[str, str]]:
+    """(source, path) of each left-out file; status labels them `<source>:<origin>`."""
+    return {(source.split(":")[0], path) for source, path, _ in project.counts.left_out}
+
+
+def test_temp_and_tool_files_are_left_out_and_counted(fh: FakeHome) -> None:
+    work = fh.memory(".claude-work")
+    write(work / "notes.md", "notes", at(1))
+    write(work / TEMP, b"\0" * 4096, at(9))
+    write(work / "sub" / ".notes.md.swp", b"b0VIM 9.0\0\0", at(9))
+    write(work / ".stversions" / "notes~20261201-075022.md", "archived", at(9))
+    write(work / ".git" / "HEAD", "ref: refs/heads/main\n", at(9))
+    write(work / ".memfs-stage.0011223344556677", "a stage in a read-only source", at(9))
+    project = load_project(fh.config())
+    assert set(shown(project)) == {"PREAMBLE.md", "notes.md"}
+    assert not project.tree.is_dir(".stversions")
+    assert left_out(project) == {
+        ("work", TEMP),
+        ("work", "sub/.notes.md.swp"),
+        ("work", ".stversions"),
+        ("work", ".git"),
+        ("work", ".memfs-stage.0011223344556677"),
+    }
+    text = project.preamble(FILES_AT, now_ns=at(100))
+    assert b"\0" not in text
+    for name in (b"syncthing", b"swp", b"stversions", b"archived", b"memfs-stage", b"HEAD"):
+        assert name not in text
+
+
+def test_single_path_updates_follow_the_same_rule(fh: FakeHome) -> None:
+    # The watcher and the adapter re-read one path with stat_file, then call set_version.
+    work = fh.memory(".claude-work")
+    write(work / "notes.md", "notes", at(1))
+    project = load_project(fh.config())
+    i = next(n for n, o in enumerate(project.origins) if o.source == 1)
+    for path in (TEMP, "~syncthing~x.md.tmp", ".notes.md.AbC123", ".git/config", "n.md~"):
+        project.set_version(i, FileStat(path, 10, at(5)))
+        project._check()
+        assert project.tree.leaf(path) is None
+        assert ("work", path) in left_out(project)
+        project.set_version(i, FileStat(path, 20, at(6)))  # it grows: still one entry
+        assert len([e for e in project.counts.left_out if e[1] == path]) == 1
+        project.drop_version(i, path)  # renamed away or deleted: no longer counted
+        project._check()
+        assert ("work", path) not in left_out(project)
+    assert set(shown(project)) == {"PREAMBLE.md", "notes.md"}
+
+
+def test_a_temp_file_a_writer_created_through_the_mount_stays_visible(fh: FakeHome) -> None:
+    # rsync through the mount: `.notes.md.AbC123` is created, closed (committed), given its
+    # mtime, then renamed over notes.md. The adapter claims the name at create.
+    own = fh.memory(".claude")
+    write(own / "notes.md", "old", at(1))
+    project = load_project(fh.config())
+    temp = ".notes.md.AbC123"
+    project.claim(temp)
+    assert project.claimed(temp)
+    st_ = write(own / temp, "RSYNCED-BODY", at(2)).stat()
+    project.set_version(0, FileStat(temp, st_.st_size, st_.st_mtime_ns))
+    project._check()
+    assert shown(project)[temp] == (Kind.FILE, "claude")
+    # The writer's temp file is its own business: never in PREAMBLE.md.
+    assert temp.encode() not in project.preamble(FILES_AT, now_ns=at(100))
+    assert b"RSYNCED-BODY" not in project.preamble(FILES_AT, now_ns=at(100))
+    project.rescan(0)  # a rescan (an inotify overflow) keeps it too
+    assert shown(project)[temp] == (Kind.FILE, "claude")
+    assert ("claude", temp) not in left_out(project)
+    (own / temp).rename(own / "notes.md")
+    project.drop_version(0, temp)
+    project.set_version(0, FileStat("notes.md", 12, at(2)))
+    project._check()
+    assert not project.claimed(temp)  # gone: the name is a temp name again
+    write(own / temp, "a real rsync temp, on disk", at(3))
+    project.rescan(0)
+    assert project.tree.leaf(temp) is None
+    assert ("claude", temp) in left_out(project)
+
+
+def test_claims_ignore_ordinary_names_and_stage_files(fh: FakeHome) -> None:
+    fh.memory(".claude")
+    project = load_project(fh.config())
+    project.claim("notes.md")
+    project.claim("notes.md.tmp.123.0123456789ab")  # Claude Code's temp: ordinary anyway
+    project.claim(".memfs-stage.0011")
+    assert not project.claimed("notes.md")
+    assert not project.claimed(".memfs-stage.0011")
+    project.set_version(0, FileStat("notes.md.tmp.123.0123456789ab", 1, at(1)))
+    project.set_version(0, FileStat(".memfs-stage.0011", 1, at(1)))
+    project._check()
+    assert set(shown(project)) == {"PREAMBLE.md", "notes.md.tmp.123.0123456789ab"}
+
+
+def test_a_conflict_copy_is_a_version_of_its_original(fh: FakeHome) -> None:
+    own, work = fh.memory(".claude"), fh.memory(".claude-work")
+    write(own / "notes.md", "own notes", at(1))
+    write(work / "notes.md", "work notes", at(2))
+    write(work / CONFLICT, "the losing edit", at(3))
+    write(work / "sub" / "b (Alice's conflicted copy 2026-12-01).md", "dropbox", at(4))
+    project = load_project(fh.config())
+    assert shown(project) == {
+        "PREAMBLE.md": (Kind.PREAMBLE, None),
+        "notes.md": (Kind.FILE, "claude"),
+        hist("notes.md", "work", at(2)): (Kind.HISTORY, "work"),
+        hist("notes.md", "work", at(3)): (Kind.HISTORY, "work"),
+        hist("sub/b.md", "work", at(4)): (Kind.HISTORY, "work"),
+    }
+    leaf = project.leaf(hist("notes.md", "work", at(3)))
+    assert leaf is not None
+    assert leaf.version is not None
+    assert project.read(leaf.version) == b"the losing edit"
+    assert project.conflicts("notes.md") == 1
+    assert project.conflicts("sub/b.md") == 1
+    assert project.conflicts("other.md") == 0
+    assert project.head("sub/b.md") is None  # never a head, even with no original
+    assert project.versions("notes.md") == [v for v in project.versions("notes.md")]
+    assert len(project.versions("notes.md")) == 2  # what writes act on: not the copies
+    text = project.preamble(FILES_AT, now_ns=at(100))
+    assert b"sync-conflict" not in text
+    assert b"conflicted copy" not in text
+    assert b"the losing edit" not in text
+
+
+def test_conflict_copies_come_and_go_one_at_a_time(fh: FakeHome) -> None:
+    own = fh.memory(".claude")
+    write(own / "notes.md", "own notes", at(1))
+    project = load_project(fh.config())
+    second = "notes.sync-conflict-20261202-010203-ABCDEFG.md"
+    project.set_version(0, FileStat(CONFLICT, 5, at(3)))
+    project._check()
+    project.set_version(0, FileStat(second, 5, at(3)))  # same second: a second name
+    project._check()
+    assert project.conflicts("notes.md") == 2
+    assert set(shown(project)) == {
+        "PREAMBLE.md",
+        "notes.md",
+        hist("notes.md", "claude", at(3)),
+        hist("notes.md", "claude", at(3), "~2"),
+    }
+    project.drop_version(0, CONFLICT)  # resolved: the user deleted the copy
+    project._check()
+    assert project.conflicts("notes.md") == 1
+    project.drop_version(0, second)
+    project._check()
+    assert project.conflicts("notes.md") == 0
+    assert set(shown(project)) == {"PREAMBLE.md", "notes.md"}
+
+
+def test_a_memory_conflict_copy_joins_the_union(fh: FakeHome) -> None:
+    own = fh.memory(".claude")
+    write(own / "MEMORY.md", "- [a](a.md)\n", at(1))
+    write(own / "MEMORY.sync-conflict-20261201-075022-C7DWIIF.md", "- [b](b.md)\n", at(2))
+    project = load_project(fh.config())
+    assert project.memory_index() == b"- [a](a.md)\n- [b](b.md)\n"
+    leaf = project.leaf("MEMORY.md")
+    assert leaf is not None
+    assert leaf.kind is Kind.MEMORY
+    assert project.conflicts("MEMORY.md") == 1

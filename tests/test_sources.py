@@ -79,14 +79,55 @@ def test_scan_never_follows_a_folder_symlink(memory: Path, tmp_path: Path) -> No
     assert result.dirs == []
 
 
-def test_scan_skips_stage_temp_files(memory: Path) -> None:
+def test_scan_reports_stage_files_by_name(memory: Path) -> None:
     write(memory / "a.md", "a")
     write(memory / f"{STAGE_PREFIX}0123456789abcdef", "half-written")
     write(memory / "sub" / f"{STAGE_PREFIX}feedfacefeedface", "half-written")
     result = scan(memory)
     assert sorted(f.path for f in result.files) == ["a.md"]
-    # memfs's own temp files are never part of the view, nor counted as left out.
-    assert all(STAGE_PREFIX not in p for p, _ in result.left_out)
+    # memfs's own temp files are never part of the view; the project counts them in status.
+    assert sorted(f.path for f, _ in result.by_name) == [
+        f"{STAGE_PREFIX}0123456789abcdef",
+        f"sub/{STAGE_PREFIX}feedfacefeedface",
+    ]
+    assert all(why == "in flight: memfs stage file" for _, why in result.by_name)
+
+
+def test_scan_reports_temp_and_tool_files_by_name(memory: Path) -> None:
+    write(memory / "notes.md", "notes")
+    write(memory / ".syncthing.notes.md.tmp", b"\0" * 64)
+    write(memory / "sub" / ".notes.md.swp", "swap")
+    write(memory / "sub" / "notes.sync-conflict-20261201-075022-C7DWIIF.md", "a version")
+    result = scan(memory)
+    # A conflict copy is a file like any other here: the project makes it history.
+    assert sorted(f.path for f in result.files) == [
+        "notes.md",
+        "sub/notes.sync-conflict-20261201-075022-C7DWIIF.md",
+    ]
+    assert sorted((f.path, f.size, why) for f, why in result.by_name) == [
+        (".syncthing.notes.md.tmp", 64, "in flight: Syncthing temp file"),
+        ("sub/.notes.md.swp", 4, "in flight: editor swap file"),
+    ]
+    assert result.left_out == []
+
+
+def test_scan_never_walks_a_tool_folder(memory: Path) -> None:
+    write(memory / "a.md", "a")
+    write(memory / ".git" / "objects" / "ab" / "cdef", b"x\x9c\0")
+    write(memory / ".stversions" / "a~20261201-075022.md", "archived")
+    (memory / ".stfolder").mkdir()
+    write(memory / "sub" / ".stfolder", "")  # old Syncthing: the marker is a file
+    result = scan(memory)
+    assert [f.path for f in result.files] == ["a.md"]
+    assert result.dirs == ["sub"]
+    assert sorted(result.left_out) == [
+        (".git", "sync tool's file: git repository"),
+        (".stfolder", "sync tool's file: Syncthing folder marker"),
+        (".stversions", "sync tool's file: Syncthing versions"),
+    ]
+    assert [(f.path, why) for f, why in result.by_name] == [
+        ("sub/.stfolder", "sync tool's file: Syncthing folder marker")
+    ]
 
 
 def test_scan_refuses_a_symlinked_memory_folder(tmp_path: Path) -> None:
