@@ -226,8 +226,10 @@ class Model:
 
 
 class Rejected(Exception):
-    def __init__(self, code: int) -> None:
-        super().__init__(errno.errorcode.get(code, str(code)))
+    """A handler refused: which one, and with what."""
+
+    def __init__(self, code: int, handler: str) -> None:
+        super().__init__(f"{handler}: {errno.errorcode.get(code, str(code))}")
         self.errno = code
 
 
@@ -246,7 +248,7 @@ class Kernel:
         try:
             return await handler
         except pyfuse3.FUSEError as exc:
-            raise Rejected(exc.errno) from None
+            raise Rejected(exc.errno, getattr(handler, "__qualname__", "?")) from None
 
     async def lookup(self, parent: int, name: str, ctx: FakeContext) -> pyfuse3.EntryAttributes:
         attrs = await self.call(self.ops.lookup(parent, os.fsencode(name), ctx))
@@ -595,7 +597,9 @@ class Run:
                 try:
                     await self.compare(paths)
                     break
-                except Mismatch:
+                except (Mismatch, Rejected):
+                    # Until memfs has seen the change, a reader may meet the file it knew
+                    # gone from the disk (read: ENOENT): only the end state must agree.
                     if trio.current_time() > deadline:
                         raise
                 await trio.sleep(0.001)

@@ -19,7 +19,7 @@ import errno
 import os
 import stat
 import time
-from collections.abc import Awaitable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -597,6 +597,65 @@ async def test_rmdir_of_an_empty_read_only_folder_hides_it(sample: Sample) -> No
     assert await missing(build(sample.home, sample.mnt), "empty-dir")
 
 
+@pytest.mark.usefixtures("readdir_reply")
+async def test_rmdir_of_a_folder_holding_a_file_being_created_is_enotempty(
+    sample: Sample,
+) -> None:
+    # Found by test_fs_model.py (seed 9): the new name is listed, so the folder is not empty.
+    ops = sample.ops
+    (sample.work / "empty-dir").mkdir()
+    project = (await find(ops, "")).st_ino
+    fh, _ = await create(ops, "empty-dir/new.md")
+    assert await names(ops, "empty-dir") == ["new.md"]
+    assert await refused(ops, ops.rmdir(project, b"empty-dir", CTX)) == errno.ENOTEMPTY
+    assert await names(ops, "empty-dir") == ["new.md"]
+    await ok(ops, ops.write(fh, 0, b"new\n"))
+    await close(ops, fh)
+    assert (sample.own / "empty-dir" / "new.md").read_bytes() == b"new\n"
+    assert await body(ops, "empty-dir/new.md") == b"new\n"
+
+
+@pytest.mark.usefixtures("readdir_reply")
+async def test_a_folder_holding_a_file_being_created_stays_shown(sample: Sample) -> None:
+    # Found by test_fs_model.py (seed 2): the folder the new file's stage made in the own
+    # source must show, whatever else in it goes.
+    (sample.work / "empty-dir").mkdir()
+    ops = sample.ops
+    project = (await find(ops, "")).st_ino
+    await ok(ops, ops.rmdir(project, b"empty-dir", CTX))  # work's folder is hidden now
+    write(sample.work / "empty-dir" / "x.md", "x\n", at(50))
+    ops = build(sample.home, sample.mnt)  # a new mount: x.md shows, so its folder does
+    project = (await find(ops, "")).st_ino
+    assert await names(ops, "empty-dir") == ["x.md"]
+    fh, _ = await create(ops, "empty-dir/new.md")
+    folder = (await find(ops, "empty-dir")).st_ino
+    await ok(ops, ops.unlink(folder, b"x.md", CTX))
+    assert "empty-dir" in await names(ops, "")
+    assert await names(ops, "empty-dir") == ["new.md"]
+    await ok(ops, ops.write(fh, 0, b"new\n"))
+    await close(ops, fh)
+    assert await names(ops, "empty-dir") == ["new.md"]
+    assert await body(ops, "empty-dir/new.md") == b"new\n"
+
+
+@pytest.mark.usefixtures("readdir_reply")
+async def test_a_folders_link_count_is_two_plus_its_subfolders(sample: Sample) -> None:
+    # find and other tree walkers trust st_nlink to know when a folder has no subfolders.
+    ops = sample.ops
+    project = (await find(ops, "")).st_ino
+    await ok(ops, ops.mkdir(project, b"plans", 0o755, CTX))
+    plans = (await find(ops, "plans")).st_ino
+    await ok(ops, ops.mkdir(plans, b"q3", 0o755, CTX))
+    for path in ("", "plans", "plans/q3", "sub", ".history"):
+        attrs = await find(ops, path)
+        folders = 0
+        for name in await names(ops, path):
+            child = await find(ops, f"{path}/{name}" if path else name)
+            folders += stat.S_ISDIR(child.st_mode)
+        assert attrs.st_nlink == 2 + folders, path
+        assert (await ok(ops, ops.getattr(attrs.st_ino, CTX))).st_nlink == 2 + folders, path
+
+
 # --- setattr -----------------------------------------------------------------------------------
 
 
@@ -940,7 +999,7 @@ async def test_symlink_link_and_mknod_are_eperm(sample: Sample, notes: Path) -> 
         code = await refused(ops, ops.symlink(parent, b"l.md", b"notes.md", CTX))
         assert code == errno.EPERM
         assert await refused(ops, ops.link(notes_ino, parent, b"h.md", CTX)) == errno.EPERM
-        for kind in (stat.S_IFIFO, stat.S_IFCHR, stat.S_IFSOCK, stat.S_IFREG):
+        for kind in (stat.S_IFIFO, stat.S_IFCHR, stat.S_IFBLK, stat.S_IFSOCK):
             node = ops.mknod(parent, b"n.md", kind | 0o600, 0, CTX)
             assert await refused(ops, node) == errno.EPERM
     for name in ("l.md", "h.md", "n.md", "sub/l.md"):
@@ -991,19 +1050,19 @@ async def test_without_an_own_source_every_write_handler_is_erofs(tmp_path: Path
     a = (await find(ops, "a.md")).st_ino
     for flags in (os.O_WRONLY, os.O_RDWR, os.O_WRONLY | os.O_TRUNC):
         assert await refused(ops, ops.open(a, flags, CTX)) == errno.EROFS
-    calls = {
-        "create": ops.create(project, b"new.md", 0o100644, os.O_WRONLY | os.O_CREAT, CTX),
-        "mkdir": ops.mkdir(project, b"d", 0o755, CTX),
-        "mkdir at the root": ops.mkdir(ROOT_INODE, b"-home-a-new", 0o755, CTX),
-        "rmdir": ops.rmdir(project, b"empty-dir", CTX),
-        "unlink": ops.unlink(project, b"a.md", CTX),
-        "rename": ops.rename(project, b"a.md", project, b"b.md", 0, CTX),
-        "chmod": chattr_call(ops, "a.md", mode=stat.S_IFREG | 0o600),
-        "truncate": chattr_call(ops, "a.md", size=0),
-        "utimens": chattr_call(ops, "a.md", mtime=at(1)),
+    calls: dict[str, Callable[[], Awaitable[object]]] = {
+        "create": lambda: ops.create(project, b"new.md", 0o100644, os.O_WRONLY, CTX),
+        "mkdir": lambda: ops.mkdir(project, b"d", 0o755, CTX),
+        "mkdir at the root": lambda: ops.mkdir(ROOT_INODE, b"-home-a-new", 0o755, CTX),
+        "rmdir": lambda: ops.rmdir(project, b"empty-dir", CTX),
+        "unlink": lambda: ops.unlink(project, b"a.md", CTX),
+        "rename": lambda: ops.rename(project, b"a.md", project, b"b.md", 0, CTX),
+        "chmod": lambda: chattr_call(ops, "a.md", mode=stat.S_IFREG | 0o600),
+        "truncate": lambda: chattr_call(ops, "a.md", size=0),
+        "utimens": lambda: chattr_call(ops, "a.md", mtime=at(1)),
     }
     for what, call in calls.items():
-        assert await refused(ops, call) == errno.EROFS, what
+        assert await refused(ops, call()) == errno.EROFS, what
     assert await body(ops, "a.md") == WORK_A.encode()
     assert digest(home.home) == before
     assert ops.status()["open_handles"] == 0
