@@ -380,21 +380,51 @@ class Mismatch(AssertionError):
 
 
 class Run:
-    def __init__(self, seed: int, disk: Disk, ops: MemFS, watcher: Watcher) -> None:
+    def __init__(self, seed: int, disk: Disk, config: cfg.Config, mountpoint: Path) -> None:
         self.seed = seed
-        self.watcher = watcher
+        self.config = config
+        self.mountpoint = mountpoint
         # Odd seeds run the watcher all along, as a mount does, so its events interleave
         # with the handlers' awaits. Even seeds run it only while a change made on disk
         # settles: a handler's own result is then checked before any event could mend it.
-        self.watching: trio.Nursery | None = None
+        self.all_along = bool(seed % 2)
+        self.nursery: trio.Nursery | None = None  # where the watcher runs all along
+        self.watching: trio.CancelScope | None = None
         self.rng = random.Random(seed)
         self.disk = disk
-        self.ops = ops
-        self.kernel = Kernel(ops)
         self.model = Model()
         self.log: list[str] = []  # every step so far, for the failure message
         self.touched: set[str] = set()  # paths the last step may have changed
         self.clock = 0  # seconds after T0 for the mtimes agents set
+
+    # --- mounting ----------------------------------------------------------------------------
+
+    async def mount(self) -> None:
+        """A fresh MemFS and Watcher, wired as mount.py wires them; the kernel knows nothing."""
+        self.ops = MemFS(self.config, mountpoint=self.mountpoint)
+        self.ops.invalidator.enabled = False  # no kernel to tell
+        self.watcher = Watcher(self.ops.catalog, self.ops)
+        self.ops.watcher = self.watcher  # the adapter asks it to watch each loaded project
+        self.kernel = Kernel(self.ops)
+        if self.all_along:
+            assert self.nursery is not None
+            self.watching = await self.nursery.start(self._watch)
+
+    async def _watch(self, task_status: trio.TaskStatus[trio.CancelScope]) -> None:
+        self.stopped = trio.Event()
+        try:
+            with trio.CancelScope() as scope:
+                task_status.started(scope)
+                await self.watcher.run()
+        finally:
+            self.stopped.set()
+
+    async def unmount(self) -> None:
+        if self.watching is not None:
+            self.watching.cancel()
+            self.watching = None
+            await self.stopped.wait()  # out of its wait on the inotify descriptor
+        self.watcher.close()
 
     # --- setting up -------------------------------------------------------------------------
 
@@ -571,7 +601,7 @@ class Run:
     async def settle(self) -> None:
         """Wait until memfs has absorbed a change made on disk: the view matches the model,
         first for what changed, then whole."""
-        if self.watching is not None:
+        if self.all_along:
             await self._settle()
             return
         # The watcher runs only now: it reads what memfs's own writes queued since the last
@@ -626,6 +656,7 @@ class Run:
             (5, self.op_disk_write),
             (3, self.op_disk_remove),
             (2, self.op_disk_folder),
+            (1, self.op_remount),
         ]
         weights = [w for w, _ in choices]
         op = self.rng.choices([c for _, c in choices], weights)[0]
@@ -938,6 +969,14 @@ class Run:
             dirs.add(FOLDERS[2])
         await self.settle()
 
+    async def op_remount(self) -> None:
+        """Every file closed, memfs stopped and started again: only the disk and memfs's
+        state folder (whiteouts) carry over."""
+        await self.close_all()
+        self.note("remount", *FOLDERS)
+        await self.unmount()
+        await self.mount()
+
     async def close_all(self) -> None:
         for fh in list(self.model.writers):
             w = self.model.writers[fh]
@@ -980,38 +1019,31 @@ async def test_random_operations_agree_with_the_model(tmp_path: Path, seed: int)
     assert [s.name for s in config.sources] == [OWN, *READ_ONLY]
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    ops = MemFS(config, mountpoint=tmp_path / "mnt")
-    ops.invalidator.enabled = False  # no kernel to tell
-    watcher = Watcher(ops.catalog, ops)
-    ops.watcher = watcher  # as mount.py wires it: the adapter asks it to watch each project
-    run = Run(seed, Disk(home, scratch), ops, watcher)
+    run = Run(seed, Disk(home, scratch), config, tmp_path / "mnt")
     run.populate()
-    mode = "all along" if seed % 2 else "only while changes on disk settle"
+    mode = "all along" if run.all_along else "only while changes on disk settle"
     print(f"model seed {seed}: {OPS} operations, the watcher running {mode}")
-    try:
-        async with trio.open_nursery() as nursery:
-            if seed % 2:
-                nursery.start_soon(watcher.run)
-                run.watching = nursery
-            try:
-                await run.compare()
-                tries = 0
-                while len(run.log) < OPS:
-                    tries += 1
-                    assert tries < 10 * OPS, "the operations found nothing to do"
-                    run.touched = set()
-                    await run.step()
-                    ops._check()
-                    await run.compare(None if tries % FULL_EVERY == 0 else run.touched)
-                await run.close_all()
-                await run.settle()  # every event memfs's own writes raised, then all again
-            except (AssertionError, Rejected) as exc:
-                tail = "\n  ".join(run.log[-25:])
-                raise AssertionError(
-                    f"seed {seed}, operation {len(run.log)}: {exc}\nlast steps:\n  {tail}"
-                ) from exc
-            finally:
-                nursery.cancel_scope.cancel()
-    finally:
-        watcher.close()
+    async with trio.open_nursery() as nursery:
+        run.nursery = nursery
+        await run.mount()
+        try:
+            await run.compare()
+            tries = 0
+            while len(run.log) < OPS:
+                tries += 1
+                assert tries < 10 * OPS, "the operations found nothing to do"
+                run.touched = set()
+                await run.step()
+                run.ops._check()
+                await run.compare(None if tries % FULL_EVERY == 0 else run.touched)
+            await run.close_all()
+            await run.settle()  # every event memfs's own writes raised, then all again
+        except (AssertionError, Rejected) as exc:
+            tail = "\n  ".join(run.log[-25:])
+            raise AssertionError(
+                f"seed {seed}, operation {len(run.log)}: {exc}\nlast steps:\n  {tail}"
+            ) from exc
+        finally:
+            await run.unmount()
+            nursery.cancel_scope.cancel()
     print(f"model seed {seed}: {len(run.log)} operations done, all agree")
