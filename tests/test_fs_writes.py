@@ -640,6 +640,38 @@ async def test_a_folder_holding_a_file_being_created_stays_shown(sample: Sample)
     assert await body(ops, "empty-dir/new.md") == b"new\n"
 
 
+@pytest.mark.parametrize("how", ["create", "rename", "copy-up"])
+@pytest.mark.usefixtures("readdir_reply")
+async def test_a_folder_a_write_made_in_the_own_source_shows_as_after_a_remount(
+    sample: Sample, notes: Path, how: str
+) -> None:
+    # Found by test_fs_model.py (seed 16): memfs makes the own source's folder for a write
+    # into a folder only a read-only source has, but its view does not learn of it, so the
+    # folder vanishes once its files go, while a new mount shows it.
+    (sample.work / "empty-dir").mkdir()
+    ops = sample.ops
+    project = (await find(ops, "")).st_ino
+    await ok(ops, ops.rmdir(project, b"empty-dir", CTX))  # work's folder is hidden now
+    write(sample.work / "empty-dir" / "x.md", "x\n", at(50))
+    ops = build(sample.home, sample.mnt)  # x.md shows, so its folder does
+    folder = (await find(ops, "empty-dir")).st_ino
+    if how == "create":
+        await write_file(ops, "empty-dir/new.md", b"new\n")
+        await ok(ops, ops.unlink(folder, b"new.md", CTX))
+    elif how == "rename":
+        await rename(ops, "notes.md", "empty-dir/notes.md")
+        await rename(ops, "empty-dir/notes.md", "notes.md")
+    else:
+        await chattr(ops, "empty-dir/x.md", mode=stat.S_IFREG | 0o600)
+    await ok(ops, ops.unlink(folder, b"x.md", CTX))
+    assert (sample.own / "empty-dir").is_dir()
+    assert list((sample.own / "empty-dir").iterdir()) == []
+    remounted = build(sample.home, sample.mnt)
+    assert "empty-dir" in await names(remounted, "")
+    assert await names(ops, "") == await names(remounted, "")
+    assert await names(ops, "empty-dir") == []
+
+
 @pytest.mark.usefixtures("readdir_reply")
 async def test_a_folders_link_count_is_two_plus_its_subfolders(sample: Sample) -> None:
     # find and other tree walkers trust st_nlink to know when a folder has no subfolders.
