@@ -2,10 +2,13 @@
 
 Each seed drives thousands of random operations through the handlers of `memfs.fs.MemFS`
 (create, open, write, truncate, read, flush, close, rename, unlink, mkdir, rmdir, setattr,
-forget), interleaved with changes made directly on disk, in the own source and in the
-read-only ones, which reach memfs through the real inotify `Watcher` running beside it as
-mount.py runs it. After every step the view is compared with a small model of what SPEC 5
-and 7 promise:
+forget, and now and then a remount), interleaved with changes made directly on disk, in the
+own source and in the read-only ones, which reach memfs through the real inotify `Watcher`
+beside it, wired as mount.py wires it. Odd seeds run the watcher all along, as a mount does;
+even seeds run it only while a change made on disk settles, so that what a handler itself
+leaves in the view is checked before any inotify event could mend it.
+
+After every step the view is compared with a small model of what SPEC 5 and 7 promise:
 
 - each path reads its head: the own source's version if there is one, else the newest by
   mtime (ties in config order), unless a whiteout hides it; a created file not committed
