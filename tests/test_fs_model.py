@@ -24,9 +24,10 @@ with a writer is not renamed, unlinked or changed on disk meanwhile (what a seco
 sees then, and how an unlinked file behaves, are tested one by one in test_fs_writes.py).
 A change on disk is awaited by polling the view against the model under a deadline.
 
-Deterministic given the seed: the operations depend only on the seed and the model. Each
-seed prints itself and its operation count; MEMFS_MODEL_SEEDS (comma-separated) and
-MEMFS_MODEL_OPS change them.
+Deterministic given the seed: the operations depend only on the seed and the model (and,
+where the SPEC leaves a choice open, on what memfs chose: whether a stage made its folder
+yet). Each seed prints itself and its operation count, which the test id carries too;
+MEMFS_MODEL_SEEDS (comma-separated) and MEMFS_MODEL_OPS change them.
 """
 
 from __future__ import annotations
