@@ -1,0 +1,1213 @@
+"""Tier 2: every write handler of the adapter, awaited directly (SPEC 7, 7.3, 7.4, 7.6).
+
+No mount and no kernel: the handlers of `memfs.fs.MemFS` are awaited with a stand-in request
+context on the sample home of test_fs.py (own source ``claude``; ``work`` and ``pi``
+read-only). Each test checks the result twice: on disk (the own source holds exactly what
+was asked, the read-only sources are byte-identical to their fingerprint) and through the
+handlers (lookup, getattr, readdir, read). ``MemFS._check()`` runs after every step.
+
+Only the handlers, ``_check()`` and ``status()`` are used, so these tests hold for any
+implementation behind the pyfuse3 signatures.
+"""
+# The sample fixture is imported from test_fs (F811); the disk is read synchronously on purpose,
+# between handler calls, with nothing else running (ASYNC240).
+# ruff: noqa: F811, ASYNC240
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+import pyfuse3
+import pytest
+from fakes import FakeContext
+from helpers import CLAUDE_SLUG, at, fake_home, write
+from test_fs import (
+    B_BODY,
+    C_BODY,
+    CTX,
+    OWN_A,
+    PI_ONLY_SLUG,
+    WORK_A,
+    WORK_A_HISTORY,
+    Sample,
+    build,
+    digest,
+    fuse_errno,
+    listing,
+    read_all,
+    read_only_trees,
+    readdir_reply,  # noqa: F401 (the fixture)
+    sample,  # noqa: F401 (the fixture)
+    stage_leftovers,
+)
+
+from memfs import config as cfg
+from memfs.fs import ROOT_INODE, MemFS
+from memfs.project import history_stamp
+
+T = TypeVar("T")
+
+RENAME_NOREPLACE = 1  # renameat2(2)
+RENAME_EXCHANGE = 2
+MAX_FILE_BYTES = cfg.Limits().max_file_bytes  # the sample's config keeps the default
+# Another process than the writer (the tests' own pid): it sees committed files only.
+OTHER = FakeContext(pid=1)
+NOTES = "notes\n"
+WORK_B_HISTORY = f".history/b.md/work@{history_stamp(at(15))}.md"
+
+
+@dataclass
+class SetattrFields:
+    """``pyfuse3.SetattrFields``: its attributes cannot be set from Python."""
+
+    update_atime: bool = False
+    update_mtime: bool = False
+    update_ctime: bool = False
+    update_mode: bool = False
+    update_uid: bool = False
+    update_gid: bool = False
+    update_size: bool = False
+
+
+def attributes(**values: int) -> pyfuse3.EntryAttributes:
+    attrs = pyfuse3.EntryAttributes()
+    for name, value in values.items():
+        setattr(attrs, name, value)
+    return attrs
+
+
+@pytest.fixture(autouse=True)
+def strict_process_umask() -> Iterator[None]:
+    """memfs's own umask must never narrow what a caller asked for: make it strict."""
+    old = os.umask(0o077)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+@pytest.fixture
+def notes(sample: Sample) -> Path:
+    """An own file no other source has, written before the project loads."""
+    return write(sample.own / "notes.md", NOTES, at(8))
+
+
+# --- steps: every handler call is followed by the invariants -------------------------------
+
+
+async def ok(ops: MemFS, call: Awaitable[T]) -> T:
+    """Await a handler that must succeed, then check every invariant."""
+    result = await call
+    ops._check()
+    return result
+
+
+async def refused(ops: MemFS, call: Awaitable[object]) -> int:
+    """The errno a handler refuses with; then check every invariant."""
+    code = await fuse_errno(call)
+    ops._check()
+    return code
+
+
+async def find(ops: MemFS, path: str, ctx: pyfuse3.RequestContext = CTX) -> pyfuse3.EntryAttributes:
+    """Look up ``path`` below the project, component by component."""
+    attrs = await ok(ops, ops.lookup(ROOT_INODE, CLAUDE_SLUG.encode(), ctx))
+    for name in filter(None, path.split("/")):
+        attrs = await ok(ops, ops.lookup(attrs.st_ino, os.fsencode(name), ctx))
+    return attrs
+
+
+async def missing(ops: MemFS, path: str) -> bool:
+    """Whether the walk to ``path`` ends in ENOENT."""
+    try:
+        await find(ops, path)
+    except pyfuse3.FUSEError as exc:
+        ops._check()
+        return exc.errno == errno.ENOENT
+    return False
+
+
+async def body(ops: MemFS, path: str, ctx: pyfuse3.RequestContext = CTX) -> bytes:
+    """What a reader of ``path`` gets: open, read all, release."""
+    ino = (await find(ops, path, ctx)).st_ino
+    info = await ok(ops, ops.open(ino, os.O_RDONLY, ctx))
+    try:
+        return await read_all(ops, info.fh)
+    finally:
+        await ok(ops, ops.release(info.fh))
+
+
+async def names(ops: MemFS, path: str) -> list[str]:
+    names = await listing(ops, (await find(ops, path)).st_ino)
+    ops._check()
+    return names
+
+
+async def rename(ops: MemFS, src: str, dst: str, flags: int = 0) -> None:
+    await ok(ops, rename_call(ops, src, dst, flags))
+
+
+async def rename_call(ops: MemFS, src: str, dst: str, flags: int = 0) -> None:
+    src_parent, _, src_name = src.rpartition("/")
+    dst_parent, _, dst_name = dst.rpartition("/")
+    old = (await find(ops, src_parent)).st_ino
+    new = (await find(ops, dst_parent)).st_ino
+    await ops.rename(old, src_name.encode(), new, dst_name.encode(), flags, CTX)
+
+
+async def chattr(
+    ops: MemFS, path: str, fh: int | None = None, **values: int
+) -> pyfuse3.EntryAttributes:
+    return await ok(ops, chattr_call(ops, path, fh, **values))
+
+
+async def chattr_call(
+    ops: MemFS, path: str, fh: int | None = None, **values: int
+) -> pyfuse3.EntryAttributes:
+    """setattr of the named fields: mode, size, atime, mtime (ns), uid, gid."""
+    ino = (await find(ops, path)).st_ino
+    keys = {"mode": "st_mode", "size": "st_size", "atime": "st_atime_ns"}
+    keys |= {"mtime": "st_mtime_ns", "uid": "st_uid", "gid": "st_gid"}
+    fields = SetattrFields(**{f"update_{k}": True for k in values})
+    attrs = attributes(**{keys[k]: v for k, v in values.items()})
+    return await ops.setattr(ino, attrs, fields, fh, CTX)
+
+
+async def open_for_write(ops: MemFS, path: str, flags: int = os.O_RDWR) -> int:
+    ino = (await find(ops, path)).st_ino
+    return (await ok(ops, ops.open(ino, flags, CTX))).fh
+
+
+async def create(
+    ops: MemFS, path: str, mode: int = 0o100644, ctx: pyfuse3.RequestContext = CTX
+) -> tuple[int, pyfuse3.EntryAttributes]:
+    parent, _, name = path.rpartition("/")
+    ino = (await find(ops, parent)).st_ino
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
+    info, attrs = await ok(ops, ops.create(ino, name.encode(), mode, flags, ctx))
+    return info.fh, attrs
+
+
+async def close(ops: MemFS, fh: int) -> None:
+    """close(): flush, then release."""
+    await ok(ops, ops.flush(fh))
+    await ok(ops, ops.release(fh))
+
+
+async def write_file(ops: MemFS, path: str, data: bytes) -> None:
+    """`cat > path`: create or truncate, write, close."""
+    if await missing(ops, path):
+        fh, _ = await create(ops, path)
+    else:
+        fh = await open_for_write(ops, path, os.O_WRONLY | os.O_TRUNC)
+    assert await ok(ops, ops.write(fh, 0, data)) == len(data)
+    await close(ops, fh)
+
+
+def mode_of(path: Path) -> int:
+    return stat.S_IMODE(path.lstat().st_mode)
+
+
+# --- rename ----------------------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("readdir_reply")
+async def test_rename_within_a_folder_moves_the_own_file_and_its_inode(
+    sample: Sample, notes: Path
+) -> None:
+    ops = sample.ops
+    before = read_only_trees(sample)
+    on_disk = notes.stat().st_ino
+    ino = (await find(ops, "notes.md")).st_ino
+    await rename(ops, "notes.md", "renamed.md")
+    # On disk: one rename in the own source, the same file.
+    assert not notes.exists()
+    assert (sample.own / "renamed.md").stat().st_ino == on_disk
+    assert (sample.own / "renamed.md").read_bytes() == NOTES.encode()
+    # Through the handlers: the kernel moved its entry, so the inode lives at the new name.
+    found = await find(ops, "renamed.md")
+    assert found.st_ino == ino
+    assert found.st_size == len(NOTES)
+    assert found.st_mtime_ns == at(8)
+    assert (await ok(ops, ops.getattr(ino, CTX))).st_size == len(NOTES)
+    assert await body(ops, "renamed.md") == NOTES.encode()
+    assert await missing(ops, "notes.md")
+    listed = await names(ops, "")
+    assert "renamed.md" in listed
+    assert "notes.md" not in listed
+    assert read_only_trees(sample) == before
+    assert stage_leftovers(sample.home.home) == []
+
+
+@pytest.mark.usefixtures("readdir_reply")
+async def test_rename_across_folders_lands_in_the_own_sources_folders(
+    sample: Sample, notes: Path
+) -> None:
+    ops = sample.ops
+    before = read_only_trees(sample)
+    # Into a folder only a read-only source has: the own source gets that folder.
+    await rename(ops, "notes.md", "sub/notes.md")
+    assert (sample.own / "sub" / "notes.md").read_bytes() == NOTES.encode()
+    assert not notes.exists()
+    assert await names(ops, "sub") == ["c.md", "notes.md"]
+    assert await body(ops, "sub/notes.md") == NOTES.encode()
+    assert await missing(ops, "notes.md")
+    # Into a folder made through the mount, then back to the top.
+    await ok(ops, ops.mkdir((await find(ops, "")).st_ino, b"plans", 0o755, CTX))
+    await rename(ops, "sub/notes.md", "plans/notes.md")
+    assert (sample.own / "plans" / "notes.md").read_bytes() == NOTES.encode()
+    assert not (sample.own / "sub" / "notes.md").exists()
+    assert await names(ops, "sub") == ["c.md"]
+    assert await names(ops, "plans") == ["notes.md"]
+    await rename(ops, "plans/notes.md", "notes.md")
+    assert notes.read_bytes() == NOTES.encode()
+    assert await names(ops, "plans") == []
+    assert await body(ops, "notes.md") == NOTES.encode()
+    assert read_only_trees(sample) == before
+
+
+async def test_rename_onto_an_existing_own_file_replaces_it_whole(
+    sample: Sample, notes: Path
+) -> None:
+    ops = sample.ops
+    write(sample.own / "x.md", "x body\n", at(9))
+    x = (await find(ops, "x.md")).st_ino
+    await find(ops, "notes.md")
+    await rename(ops, "x.md", "notes.md")
+    assert notes.read_bytes() == b"x body\n"
+    assert not (sample.own / "x.md").exists()
+    found = await find(ops, "notes.md")
+    assert found.st_ino == x  # the replaced file's inode is gone; the moved one is here
+    assert found.st_size == len(b"x body\n")
+    assert found.st_mtime_ns == at(9)
+    assert await body(ops, "notes.md") == b"x body\n"
+    assert await missing(ops, "x.md")
+
+
+async def test_rename_onto_a_read_only_head_makes_the_own_version_the_head(
+    sample: Sample, notes: Path
+) -> None:
+    ops = sample.ops
+    before = read_only_trees(sample)
+    assert await body(ops, "b.md") == B_BODY.encode()
+    await rename(ops, "notes.md", "b.md")
+    assert (sample.own / "b.md").read_bytes() == NOTES.encode()
+    assert await body(ops, "b.md") == NOTES.encode()
+    assert (await find(ops, "b.md")).st_size == len(NOTES)
+    # The read-only version is untouched and shown as history.
+    assert await body(ops, WORK_B_HISTORY) == B_BODY.encode()
+    assert read_only_trees(sample) == before
+
+
+async def test_rename_noreplace_refuses_a_taken_name_and_moves_to_a_free_one(
+    sample: Sample, notes: Path
+) -> None:
+    ops = sample.ops
+    before = read_only_trees(sample)
+    own_before = digest(sample.own)
+    for taken in ("b.md", "a.md", "sub"):  # a read-only head, an own head, a folder
+        code = await refused(ops, rename_call(ops, "notes.md", taken, RENAME_NOREPLACE))
+        assert code == errno.EEXIST, taken
+    assert digest(sample.own) == own_before
+    assert await body(ops, "b.md") == B_BODY.encode()
+    assert await body(ops, "notes.md") == NOTES.encode()
+    await rename(ops, "notes.md", "free.md", RENAME_NOREPLACE)
+    assert (sample.own / "free.md").read_bytes() == NOTES.encode()
+    assert not notes.exists()
+    assert await body(ops, "free.md") == NOTES.encode()
+    assert await missing(ops, "notes.md")
+    assert read_only_trees(sample) == before
+
+
+async def test_rename_exchange_is_einval_and_moves_nothing(sample: Sample, notes: Path) -> None:
+    ops = sample.ops
+    before = read_only_trees(sample)
+    own_before = digest(sample.own)
+    for dst in ("a.md", "b.md"):  # an exchange needs both names
+        code = await refused(ops, rename_call(ops, "notes.md", dst, RENAME_EXCHANGE))
+        assert code == errno.EINVAL, dst
+    assert digest(sample.own) == own_before
+    assert await body(ops, "notes.md") == NOTES.encode()
+    assert await body(ops, "a.md") == OWN_A.encode()
+    assert read_only_trees(sample) == before
+
+
+@pytest.mark.usefixtures("readdir_reply")
+async def test_rename_of_a_read_only_head_copies_it_up_and_hides_the_old_name(
+    sample: Sample,
+) -> None:
+    ops = sample.ops
+    before = read_only_trees(sample)
+    await rename(ops, "b.md", "b2.md")
+    copied = sample.own / "b2.md"
+    assert copied.read_bytes() == B_BODY.encode()
+    assert copied.stat().st_mtime_ns == at(15)  # a rename keeps the file's mtime
+    found = await find(ops, "b2.md")
+    assert found.st_size == len(B_BODY)
+    assert found.st_mtime_ns == at(15)
+    assert await body(ops, "b2.md") == B_BODY.encode()
+    assert await missing(ops, "b.md")
+    assert "b.md" not in await names(ops, "")
+    # Hidden, never deleted: the work version stays on disk and under .history/.
+    assert await body(ops, WORK_B_HISTORY) == B_BODY.encode()
+    # Across folders, from a folder only a read-only source has.
+    await rename(ops, "sub/c.md", "c.md")
+    assert (sample.own / "c.md").read_bytes() == C_BODY.encode()
+    assert await body(ops, "c.md") == C_BODY.encode()
+    assert await missing(ops, "sub/c.md")
+    # An own head with a newer read-only version: the own file moves, the other is hidden.
+    await rename(ops, "a.md", "a2.md")
+    assert (sample.own / "a2.md").read_bytes() == OWN_A.encode()
+    assert not (sample.own / "a.md").exists()
+    assert await body(ops, "a2.md") == OWN_A.encode()
+    assert await missing(ops, "a.md")
+    assert read_only_trees(sample) == before
+    # The whiteouts are memfs's state: a new mount still hides the old names.
+    again = build(sample.home, sample.mnt)
+    for gone in ("b.md", "a.md", "sub/c.md"):
+        assert await missing(again, gone), gone
+    assert await body(again, "b2.md") == B_BODY.encode()
+
+
+async def test_rename_of_a_folder_holding_read_only_content_is_exdev(sample: Sample) -> None:
+    ops = sample.ops
+    before = read_only_trees(sample)
+    own_before = digest(sample.own)
+    # `mv` falls back to copy and delete, which works file by file.
+    assert await refused(ops, rename_call(ops, "sub", "sub2")) == errno.EXDEV
+    assert await body(ops, "sub/c.md") == C_BODY.encode()
+    assert await missing(ops, "sub2")
+    # Across projects: separate folders.
+    project = (await find(ops, "")).st_ino
+    other = (await ok(ops, ops.lookup(ROOT_INODE, PI_ONLY_SLUG.encode(), CTX))).st_ino
+    for name in (b"a.md", b"b.md", b"sub"):
+        code = await refused(ops, ops.rename(project, name, other, b"moved.md", 0, CTX))
+        assert code == errno.EXDEV, name
+    assert digest(sample.own) == own_before
+    assert read_only_trees(sample) == before
+
+
+@pytest.mark.usefixtures("readdir_reply")
+async def test_rename_of_a_folder_only_the_own_source_holds_moves_it_whole(
+    sample: Sample,
+) -> None:
+    ops = sample.ops
+    project = (await find(ops, "")).st_ino
+    await ok(ops, ops.mkdir(project, b"drafts", 0o755, CTX))
+    await write_file(ops, "drafts/d.md", b"draft\n")
+    d = (await find(ops, "drafts/d.md")).st_ino
+    await rename(ops, "drafts", "final")
+    assert (sample.own / "final" / "d.md").read_bytes() == b"draft\n"
+    assert not (sample.own / "drafts").exists()
+    assert await missing(ops, "drafts")
+    assert await names(ops, "final") == ["d.md"]
+    assert (await find(ops, "final/d.md")).st_ino == d
+    assert await body(ops, "final/d.md") == b"draft\n"
+
+
+async def test_an_agents_temp_file_then_rename_replaces_the_target(
+    sample: Sample, notes: Path
+) -> None:
+    # Claude Code: open X.tmp.<pid>.<hex> O_EXCL, write, fsync, close, rename over X.
+    ops = sample.ops
+    before = read_only_trees(sample)
+    temp = "notes.md.tmp.4242.0123456789ab"
+    fh, _ = await create(ops, temp)
+    assert await ok(ops, ops.write(fh, 0, b"new notes\n")) == 10
+    await ok(ops, ops.fsync(fh, False))
+    await close(ops, fh)
+    await rename(ops, temp, "notes.md")
+    assert notes.read_bytes() == b"new notes\n"
+    assert not (sample.own / temp).exists()
+    assert await body(ops, "notes.md") == b"new notes\n"
+    assert await missing(ops, temp)
+    # Renamed before its close: nothing lands under the temp name, all under the target.
+    fh, _ = await create(ops, temp)
+    assert await ok(ops, ops.write(fh, 0, b"third\n")) == 6
+    await rename(ops, temp, "notes.md")
+    await close(ops, fh)
+    assert notes.read_bytes() == b"third\n"
+    assert not (sample.own / temp).exists()
+    assert await body(ops, "notes.md") == b"third\n"
+    assert stage_leftovers(sample.home.home) == []
+    assert read_only_trees(sample) == before
+
+
+async def test_a_file_renamed_while_open_commits_under_its_new_name(
+    sample: Sample, notes: Path
+) -> None:
+    # POSIX: a descriptor follows its file across a rename (log rotation, editors that
+    # rename the original to a backup and keep writing it).
+    ops = sample.ops
+    fh = await open_for_write(ops, "notes.md")
+    assert await ok(ops, ops.write(fh, len(NOTES), b"more\n")) == 5
+    await rename(ops, "notes.md", "moved.md")
+    await close(ops, fh)
+    assert (sample.own / "moved.md").read_bytes() == NOTES.encode() + b"more\n"
+    assert not notes.exists()
+    assert await missing(ops, "notes.md")
+    assert await body(ops, "moved.md") == NOTES.encode() + b"more\n"
+
+
+async def test_rename_refusals(sample: Sample, notes: Path) -> None:
+    ops = sample.ops
+    before = read_only_trees(sample)
+    own_before = digest(sample.own)
+    history = WORK_A_HISTORY
+    for src, dst, code in [
+        ("PREAMBLE.md", "p.md", errno.EACCES),
+        ("notes.md", "PREAMBLE.md", errno.EACCES),
+        (history, "h.md", errno.EACCES),
+        ("notes.md", ".history/n.md", errno.EACCES),
+        ("nothing.md", "n.md", errno.ENOENT),
+        ("notes.md", "sub", errno.EISDIR),
+        ("sub", "notes.md", errno.ENOTDIR),
+        ("sub", "sub/inner", errno.EINVAL),
+    ]:
+        assert await refused(ops, rename_call(ops, src, dst)) == code, (src, dst)
+    project = (await find(ops, "")).st_ino
+    # The root holds projects only.
+    root_rename = ops.rename(ROOT_INODE, CLAUDE_SLUG.encode(), ROOT_INODE, b"-home-x", 0, CTX)
+    assert await refused(ops, root_rename) == errno.EPERM
+    to_root = ops.rename(project, b"notes.md", ROOT_INODE, b"-home-y", 0, CTX)
+    assert await refused(ops, to_root) == errno.EPERM
+    assert digest(sample.own) == own_before
+    assert read_only_trees(sample) == before
+
+
+# --- mkdir and rmdir ---------------------------------------------------------------------------
+
+
+async def test_mkdir_honours_the_callers_mode_and_umask_exactly(sample: Sample) -> None:
+    ops = sample.ops
+    project = (await find(ops, "")).st_ino
+    for name, mode, umask, expected in [
+        ("d755", 0o777, 0o022, 0o755),
+        ("d750", 0o777, 0o027, 0o750),
+        ("d775", 0o775, 0o002, 0o775),  # memfs's own umask (077 here) must not apply
+        ("d700", 0o700, 0o000, 0o700),
+        ("d000", 0o000, 0o022, 0o000),  # mode 0 included (SPEC 7.6)
+    ]:
+        ctx = FakeContext(umask=umask)
+        attrs = await ok(ops, ops.mkdir(project, name.encode(), stat.S_IFDIR | mode, ctx))
+        assert stat.S_ISDIR(attrs.st_mode), name
+        assert stat.S_IMODE(attrs.st_mode) == expected, name
+        assert mode_of(sample.own / name) == expected, name
+        shown = await ok(ops, ops.getattr(attrs.st_ino, CTX))
+        assert stat.S_IMODE(shown.st_mode) == expected, name
+        assert (await find(ops, name)).st_ino == attrs.st_ino
+        assert (shown.st_uid, shown.st_gid) == (os.getuid(), os.getgid())
+
+
+async def test_create_honours_the_callers_mode_and_umask_exactly(sample: Sample) -> None:
+    ops = sample.ops
+    for name, mode, umask, expected in [
+        ("f644.md", 0o666, 0o022, 0o644),
+        ("f664.md", 0o666, 0o002, 0o664),  # memfs's own umask (077 here) must not apply
+        ("f640.md", 0o640, 0o000, 0o640),
+        ("f000.md", 0o000, 0o022, 0o000),  # mode 0 included (SPEC 7.6)
+    ]:
+        fh, attrs = await create(ops, name, stat.S_IFREG | mode, FakeContext(umask=umask))
+        assert stat.S_IMODE(attrs.st_mode) == expected, name
+        await ok(ops, ops.write(fh, 0, b"x"))
+        await close(ops, fh)
+        assert mode_of(sample.own / name) == expected, name
+        shown = await find(ops, name)
+        assert stat.S_IMODE(shown.st_mode) == expected, name
+
+
+@pytest.mark.usefixtures("readdir_reply")
+async def test_mkdir_of_a_taken_name_and_where_memfs_serves_read_only(sample: Sample) -> None:
+    ops = sample.ops
+    project = (await find(ops, "")).st_ino
+    own_before = digest(sample.own)
+    for name in (b"a.md", b"sub"):
+        assert await refused(ops, ops.mkdir(project, name, 0o755, CTX)) == errno.EEXIST, name
+    # (The kernel answers EEXIST itself for a name its lookup found; either is right here.)
+    for name in (b"PREAMBLE.md", b".history"):
+        code = await refused(ops, ops.mkdir(project, name, 0o755, CTX))
+        assert code in (errno.EEXIST, errno.EACCES), name
+    history = (await find(ops, ".history")).st_ino
+    assert await refused(ops, ops.mkdir(history, b"d", 0o755, CTX)) == errno.EACCES
+    assert digest(sample.own) == own_before
+    # At the root: a canonical slug is a new project in the own source; anything else EINVAL.
+    slug = "-home-a-brand-new"
+    attrs = await ok(ops, ops.mkdir(ROOT_INODE, slug.encode(), 0o755, CTX))
+    assert stat.S_ISDIR(attrs.st_mode)
+    assert (sample.home.account(".claude") / "projects" / slug / "memory").is_dir()
+    assert await listing(ops, attrs.st_ino) == ["PREAMBLE.md"]
+    for name in (b"notes", b"-home-a-not_canonical"):
+        assert await refused(ops, ops.mkdir(ROOT_INODE, name, 0o755, CTX)) == errno.EINVAL
+
+
+@pytest.mark.usefixtures("readdir_reply")
+async def test_rmdir_removes_an_empty_own_folder(sample: Sample) -> None:
+    ops = sample.ops
+    project = (await find(ops, "")).st_ino
+    await ok(ops, ops.mkdir(project, b"plans", 0o755, CTX))
+    plans = (await find(ops, "plans")).st_ino
+    await ok(ops, ops.mkdir(plans, b"q3", 0o755, CTX))
+    assert await refused(ops, ops.rmdir(project, b"plans", CTX)) == errno.ENOTEMPTY
+    await ok(ops, ops.rmdir(plans, b"q3", CTX))
+    assert not (sample.own / "plans" / "q3").exists()
+    assert await names(ops, "plans") == []
+    await ok(ops, ops.rmdir(project, b"plans", CTX))
+    assert not (sample.own / "plans").exists()
+    assert await missing(ops, "plans")
+    assert "plans" not in await names(ops, "")
+
+
+async def test_rmdir_refusals(sample: Sample, notes: Path) -> None:
+    ops = sample.ops
+    before = read_only_trees(sample)
+    own_before = digest(sample.own)
+    project = (await find(ops, "")).st_ino
+    for name, code in [
+        (b"sub", errno.ENOTEMPTY),  # work's sub/c.md is in it
+        (b"notes.md", errno.ENOTDIR),
+        (b"a.md", errno.ENOTDIR),
+        (b"nothing", errno.ENOENT),
+        (b"PREAMBLE.md", errno.EACCES),
+        (b".history", errno.EACCES),
+    ]:
+        assert await refused(ops, ops.rmdir(project, name, CTX)) == code, name
+    # Projects are removed in their sources, never through the mount.
+    assert await refused(ops, ops.rmdir(ROOT_INODE, CLAUDE_SLUG.encode(), CTX)) == errno.EPERM
+    assert digest(sample.own) == own_before
+    assert read_only_trees(sample) == before
+
+
+@pytest.mark.usefixtures("readdir_reply")
+async def test_rmdir_of_an_empty_read_only_folder_hides_it(sample: Sample) -> None:
+    ops = sample.ops
+    (sample.work / "empty-dir").mkdir()
+    before = read_only_trees(sample)
+    project = (await find(ops, "")).st_ino
+    assert "empty-dir" in await names(ops, "")
+    await ok(ops, ops.rmdir(project, b"empty-dir", CTX))
+    assert await missing(ops, "empty-dir")
+    assert "empty-dir" not in await names(ops, "")
+    assert (sample.work / "empty-dir").is_dir()
+    assert read_only_trees(sample) == before
+    assert await missing(build(sample.home, sample.mnt), "empty-dir")
+
+
+@pytest.mark.usefixtures("readdir_reply")
+async def test_rmdir_of_a_folder_holding_a_file_being_created_is_enotempty(
+    sample: Sample,
+) -> None:
+    # Found by test_fs_model.py (seed 9): the new name is listed, so the folder is not empty.
+    ops = sample.ops
+    (sample.work / "empty-dir").mkdir()
+    project = (await find(ops, "")).st_ino
+    fh, _ = await create(ops, "empty-dir/new.md")
+    assert await names(ops, "empty-dir") == ["new.md"]
+    assert await refused(ops, ops.rmdir(project, b"empty-dir", CTX)) == errno.ENOTEMPTY
+    assert await names(ops, "empty-dir") == ["new.md"]
+    await ok(ops, ops.write(fh, 0, b"new\n"))
+    await close(ops, fh)
+    assert (sample.own / "empty-dir" / "new.md").read_bytes() == b"new\n"
+    assert await body(ops, "empty-dir/new.md") == b"new\n"
+
+
+@pytest.mark.usefixtures("readdir_reply")
+async def test_a_folder_holding_a_file_being_created_stays_shown(sample: Sample) -> None:
+    # Found by test_fs_model.py (seed 2): the folder the new file's stage made in the own
+    # source must show, whatever else in it goes.
+    (sample.work / "empty-dir").mkdir()
+    ops = sample.ops
+    project = (await find(ops, "")).st_ino
+    await ok(ops, ops.rmdir(project, b"empty-dir", CTX))  # work's folder is hidden now
+    write(sample.work / "empty-dir" / "x.md", "x\n", at(50))
+    ops = build(sample.home, sample.mnt)  # a new mount: x.md shows, so its folder does
+    project = (await find(ops, "")).st_ino
+    assert await names(ops, "empty-dir") == ["x.md"]
+    fh, _ = await create(ops, "empty-dir/new.md")
+    folder = (await find(ops, "empty-dir")).st_ino
+    await ok(ops, ops.unlink(folder, b"x.md", CTX))
+    assert "empty-dir" in await names(ops, "")
+    assert await names(ops, "empty-dir") == ["new.md"]
+    await ok(ops, ops.write(fh, 0, b"new\n"))
+    await close(ops, fh)
+    assert await names(ops, "empty-dir") == ["new.md"]
+    assert await body(ops, "empty-dir/new.md") == b"new\n"
+
+
+@pytest.mark.parametrize("how", ["create", "rename", "copy-up"])
+@pytest.mark.usefixtures("readdir_reply")
+async def test_a_folder_a_write_made_in_the_own_source_shows_as_after_a_remount(
+    sample: Sample, notes: Path, how: str
+) -> None:
+    # Found by test_fs_model.py (seed 16): memfs makes the own source's folder for a write
+    # into a folder only a read-only source has, but its view does not learn of it, so the
+    # folder vanishes once its files go, while a new mount shows it.
+    (sample.work / "empty-dir").mkdir()
+    ops = sample.ops
+    project = (await find(ops, "")).st_ino
+    await ok(ops, ops.rmdir(project, b"empty-dir", CTX))  # work's folder is hidden now
+    write(sample.work / "empty-dir" / "x.md", "x\n", at(50))
+    ops = build(sample.home, sample.mnt)  # x.md shows, so its folder does
+    folder = (await find(ops, "empty-dir")).st_ino
+    if how == "create":
+        await write_file(ops, "empty-dir/new.md", b"new\n")
+        await ok(ops, ops.unlink(folder, b"new.md", CTX))
+    elif how == "rename":
+        await rename(ops, "notes.md", "empty-dir/notes.md")
+        await rename(ops, "empty-dir/notes.md", "notes.md")
+    else:
+        await chattr(ops, "empty-dir/x.md", mode=stat.S_IFREG | 0o600)
+    await ok(ops, ops.unlink(folder, b"x.md", CTX))
+    assert (sample.own / "empty-dir").is_dir()
+    assert list((sample.own / "empty-dir").iterdir()) == []
+    remounted = build(sample.home, sample.mnt)
+    assert "empty-dir" in await names(remounted, "")
+    assert await names(ops, "") == await names(remounted, "")
+    assert await names(ops, "empty-dir") == []
+
+
+@pytest.mark.usefixtures("readdir_reply")
+async def test_a_folders_link_count_is_two_plus_its_subfolders(sample: Sample) -> None:
+    # find and other tree walkers trust st_nlink to know when a folder has no subfolders.
+    ops = sample.ops
+    project = (await find(ops, "")).st_ino
+    await ok(ops, ops.mkdir(project, b"plans", 0o755, CTX))
+    plans = (await find(ops, "plans")).st_ino
+    await ok(ops, ops.mkdir(plans, b"q3", 0o755, CTX))
+    for path in ("", "plans", "plans/q3", "sub", ".history"):
+        attrs = await find(ops, path)
+        folders = 0
+        for name in await names(ops, path):
+            child = await find(ops, f"{path}/{name}" if path else name)
+            folders += stat.S_ISDIR(child.st_mode)
+        assert attrs.st_nlink == 2 + folders, path
+        assert (await ok(ops, ops.getattr(attrs.st_ino, CTX))).st_nlink == 2 + folders, path
+
+
+# --- setattr -----------------------------------------------------------------------------------
+
+
+async def test_chmod_of_an_own_file_changes_it_in_place(sample: Sample, notes: Path) -> None:
+    ops = sample.ops
+    attrs = await chattr(ops, "notes.md", mode=stat.S_IFREG | 0o600)
+    assert stat.S_IMODE(attrs.st_mode) == 0o600
+    assert mode_of(notes) == 0o600
+    assert notes.read_bytes() == NOTES.encode()
+    assert notes.stat().st_mtime_ns == at(8)  # chmod changes no content, so no mtime
+    found = await find(ops, "notes.md")
+    assert stat.S_IMODE(found.st_mode) == 0o600
+    assert found.st_mtime_ns == at(8)
+    assert stat.S_IMODE((await ok(ops, ops.getattr(found.st_ino, CTX))).st_mode) == 0o600
+
+
+async def test_chmod_of_a_read_only_head_copies_it_up(sample: Sample) -> None:
+    ops = sample.ops
+    before = read_only_trees(sample)
+    attrs = await chattr(ops, "b.md", mode=stat.S_IFREG | 0o640)
+    assert stat.S_IMODE(attrs.st_mode) == 0o640
+    copied = sample.own / "b.md"
+    assert copied.read_bytes() == B_BODY.encode()
+    assert mode_of(copied) == 0o640
+    assert copied.stat().st_mtime_ns == at(15)
+    found = await find(ops, "b.md")
+    assert stat.S_IMODE(found.st_mode) == 0o640
+    assert found.st_mtime_ns == at(15)
+    assert await body(ops, "b.md") == B_BODY.encode()
+    assert read_only_trees(sample) == before
+
+
+async def test_truncate_of_an_own_file_and_of_a_read_only_head(sample: Sample, notes: Path) -> None:
+    ops = sample.ops
+    before = read_only_trees(sample)
+    assert (await chattr(ops, "notes.md", size=3)).st_size == 3
+    assert notes.read_bytes() == b"not"
+    assert (await find(ops, "notes.md")).st_size == 3
+    assert await body(ops, "notes.md") == b"not"
+    assert (await chattr(ops, "notes.md", size=6)).st_size == 6
+    assert notes.read_bytes() == b"not\0\0\0"
+    assert await body(ops, "notes.md") == b"not\0\0\0"
+    # A read-only head: the own source gets the truncated copy.
+    assert (await chattr(ops, "sub/c.md", size=1)).st_size == 1
+    assert (sample.own / "sub" / "c.md").read_bytes() == b"c"
+    assert await body(ops, "sub/c.md") == b"c"
+    assert (await find(ops, "sub/c.md")).st_size == 1
+    assert read_only_trees(sample) == before
+
+
+async def test_truncate_past_the_size_limit_is_efbig_and_changes_nothing(
+    sample: Sample, notes: Path
+) -> None:
+    ops = sample.ops
+    code = await refused(ops, chattr_call(ops, "notes.md", size=MAX_FILE_BYTES + 1))
+    assert code == errno.EFBIG
+    assert notes.read_bytes() == NOTES.encode()
+    assert (await find(ops, "notes.md")).st_size == len(NOTES)
+    assert await refused(ops, chattr_call(ops, "b.md", size=MAX_FILE_BYTES + 1)) == errno.EFBIG
+    assert not (sample.own / "b.md").exists()
+    # At the limit is allowed.
+    assert (await chattr(ops, "notes.md", size=MAX_FILE_BYTES)).st_size == MAX_FILE_BYTES
+    assert notes.stat().st_size == MAX_FILE_BYTES
+    assert (await find(ops, "notes.md")).st_size == MAX_FILE_BYTES
+
+
+def recent_times() -> tuple[int, int]:
+    """(atime, mtime) a little in the past, atime after mtime: relatime leaves such an
+    atime alone when the file is read later."""
+    now = time.time_ns()
+    return now - 10 * 10**9, now - 20 * 10**9
+
+
+async def test_utimens_of_the_mtime_alone_keeps_the_atime(sample: Sample, notes: Path) -> None:
+    ops = sample.ops
+    atime_before, mtime = recent_times()
+    # An atime after the mtime and recent: no read memfs makes (loading, say) moves it.
+    os.utime(notes, ns=(atime_before, at(8)))
+    attrs = await chattr(ops, "notes.md", mtime=mtime)
+    assert attrs.st_mtime_ns == mtime
+    assert notes.stat().st_mtime_ns == mtime
+    assert notes.stat().st_atime_ns == atime_before
+    assert (await find(ops, "notes.md")).st_mtime_ns == mtime
+
+
+async def test_utimens_of_the_atime_alone_keeps_the_mtime(sample: Sample, notes: Path) -> None:
+    ops = sample.ops
+    atime, _ = recent_times()
+    attrs = await chattr(ops, "notes.md", atime=atime)
+    assert notes.stat().st_atime_ns == atime
+    assert notes.stat().st_mtime_ns == at(8)
+    assert attrs.st_mtime_ns == at(8)
+    assert (await find(ops, "notes.md")).st_mtime_ns == at(8)
+
+
+async def test_utimens_times_read_back_through_lookup_and_getattr(
+    sample: Sample, notes: Path
+) -> None:
+    ops = sample.ops
+    atime, mtime = recent_times()
+    attrs = await chattr(ops, "notes.md", atime=atime, mtime=mtime)
+    assert (notes.stat().st_atime_ns, notes.stat().st_mtime_ns) == (atime, mtime)
+    assert (attrs.st_atime_ns, attrs.st_mtime_ns) == (atime, mtime)
+    found = await find(ops, "notes.md")
+    assert (found.st_atime_ns, found.st_mtime_ns) == (atime, mtime)
+    shown = await ok(ops, ops.getattr(found.st_ino, CTX))
+    assert (shown.st_atime_ns, shown.st_mtime_ns) == (atime, mtime)
+
+
+async def test_utimens_of_a_read_only_head_copies_it_up_with_those_times(
+    sample: Sample,
+) -> None:
+    ops = sample.ops
+    before = read_only_trees(sample)
+    atime, mtime = recent_times()
+    attrs = await chattr(ops, "b.md", atime=atime, mtime=mtime)
+    assert attrs.st_mtime_ns == mtime
+    copied = (sample.own / "b.md").stat()
+    assert (copied.st_atime_ns, copied.st_mtime_ns) == (atime, mtime)
+    assert (sample.own / "b.md").read_bytes() == B_BODY.encode()
+    assert (await find(ops, "b.md")).st_mtime_ns == mtime
+    assert await body(ops, "b.md") == B_BODY.encode()
+    assert read_only_trees(sample) == before
+
+
+async def test_setattr_on_an_open_handle_changes_what_it_will_commit(
+    sample: Sample, notes: Path
+) -> None:
+    ops = sample.ops
+    fh = await open_for_write(ops, "notes.md")
+    # ftruncate before any write: the handle's file, not the committed one, is cut.
+    assert (await chattr(ops, "notes.md", fh, size=3)).st_size == 3
+    assert notes.read_bytes() == NOTES.encode()  # readers keep the old whole file
+    assert await body(ops, "notes.md", OTHER) == NOTES.encode()
+    assert await ok(ops, ops.read(fh, 0, 100)) == b"not"
+    assert await ok(ops, ops.write(fh, 3, b"ice\n")) == 4
+    assert (await chattr(ops, "notes.md", fh, size=5)).st_size == 5
+    await chattr(ops, "notes.md", fh, mode=stat.S_IFREG | 0o600)
+    when = time.time_ns() - 30 * 10**9
+    await chattr(ops, "notes.md", fh, atime=when, mtime=when)
+    assert notes.read_bytes() == NOTES.encode()
+    await close(ops, fh)
+    assert notes.read_bytes() == b"notic"
+    assert mode_of(notes) == 0o600
+    assert notes.stat().st_mtime_ns == when
+    found = await find(ops, "notes.md")
+    assert found.st_size == 5
+    assert found.st_mtime_ns == when
+    assert stat.S_IMODE(found.st_mode) == 0o600
+    assert await body(ops, "notes.md") == b"notic"
+    assert stage_leftovers(sample.home.home) == []
+
+
+async def test_chown_to_the_shown_owner_succeeds_and_changes_nothing(
+    sample: Sample, notes: Path
+) -> None:
+    # tar, cp -a, rsync -a and install chown what they write when run as root.
+    ops = sample.ops
+    before = read_only_trees(sample)
+    own_before = digest(sample.own)
+    uid, gid = os.getuid(), os.getgid()
+    for path in ("notes.md", "b.md", "sub"):
+        attrs = await chattr(ops, path, uid=uid, gid=gid)
+        assert (attrs.st_uid, attrs.st_gid) == (uid, gid), path
+        await chattr(ops, path, uid=uid)
+        await chattr(ops, path, gid=gid)
+    assert digest(sample.own) == own_before
+    assert read_only_trees(sample) == before
+
+
+async def test_chown_to_another_owner_is_eperm(sample: Sample, notes: Path) -> None:
+    ops = sample.ops
+    before = read_only_trees(sample)
+    own_before = digest(sample.own)
+    uid, gid = os.getuid(), os.getgid()
+    for path in ("notes.md", "b.md", "sub"):
+        for values in ({"uid": uid + 1234}, {"gid": gid + 1234}, {"uid": uid + 1, "gid": gid}):
+            assert await refused(ops, chattr_call(ops, path, **values)) == errno.EPERM, path
+    assert digest(sample.own) == own_before
+    assert read_only_trees(sample) == before
+
+
+async def test_setattr_of_what_memfs_serves_read_only_is_eacces(sample: Sample) -> None:
+    ops = sample.ops
+    before = read_only_trees(sample)
+    own_before = digest(sample.own)
+    for path in ("PREAMBLE.md", WORK_A_HISTORY):
+        for values in ({"mode": stat.S_IFREG | 0o600}, {"size": 0}, {"mtime": at(1)}):
+            assert await refused(ops, chattr_call(ops, path, **values)) == errno.EACCES
+    assert digest(sample.own) == own_before
+    assert read_only_trees(sample) == before
+
+
+# --- unlink ----------------------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("readdir_reply")
+async def test_unlink_of_an_own_file_removes_it(sample: Sample, notes: Path) -> None:
+    ops = sample.ops
+    before = read_only_trees(sample)
+    project = (await find(ops, "")).st_ino
+    await ok(ops, ops.unlink(project, b"notes.md", CTX))
+    assert not notes.exists()
+    assert await missing(ops, "notes.md")
+    assert "notes.md" not in await names(ops, "")
+    assert await missing(ops, ".history/notes.md")  # an own version leaves no history
+    assert read_only_trees(sample) == before
+
+
+@pytest.mark.usefixtures("readdir_reply")
+async def test_unlink_of_a_read_only_file_hides_it_with_a_whiteout(sample: Sample) -> None:
+    ops = sample.ops
+    before = read_only_trees(sample)
+    project = (await find(ops, "")).st_ino
+    await ok(ops, ops.unlink(project, b"b.md", CTX))
+    assert await missing(ops, "b.md")
+    assert "b.md" not in await names(ops, "")
+    assert (sample.work / "b.md").read_bytes() == B_BODY.encode()
+    assert read_only_trees(sample) == before
+    assert not (sample.own / "b.md").exists()
+    assert await body(ops, WORK_B_HISTORY) == B_BODY.encode()
+    # An own file shadowing a read-only one: the own copy goes, the other is hidden.
+    await ok(ops, ops.unlink(project, b"a.md", CTX))
+    assert not (sample.own / "a.md").exists()
+    assert await missing(ops, "a.md")
+    assert (sample.work / "a.md").read_bytes() == WORK_A.encode()
+    # Whiteouts are kept in memfs's state: a new mount still hides both.
+    again = build(sample.home, sample.mnt)
+    assert await missing(again, "b.md")
+    assert await missing(again, "a.md")
+    # Written again, the name comes back as an own file.
+    await write_file(ops, "b.md", b"back\n")
+    assert (sample.own / "b.md").read_bytes() == b"back\n"
+    assert await body(ops, "b.md") == b"back\n"
+    assert read_only_trees(sample) == before
+
+
+async def test_a_file_unlinked_while_open_commits_nothing_and_never_comes_back(
+    sample: Sample, notes: Path
+) -> None:
+    ops = sample.ops
+    project = (await find(ops, "")).st_ino
+    fh = await open_for_write(ops, "notes.md")
+    assert await ok(ops, ops.write(fh, 0, b"N")) == 1
+    await ok(ops, ops.unlink(project, b"notes.md", CTX))
+    assert not notes.exists()
+    assert await missing(ops, "notes.md")
+    assert await ok(ops, ops.write(fh, 6, b"more\n")) == 5
+    # Gone when the last descriptor closes: its writes never bring the name back.
+    await close(ops, fh)
+    assert not notes.exists()
+    assert await missing(ops, "notes.md")
+    assert stage_leftovers(sample.home.home) == []
+    assert ops.status()["open_handles"] == 0
+
+
+async def test_a_file_unlinked_while_open_stays_usable_through_its_handle(
+    sample: Sample, notes: Path
+) -> None:
+    # fstat shows st_nlink 0; reads, writes and ftruncate work (SPEC 7.6).
+    ops = sample.ops
+    project = (await find(ops, "")).st_ino
+    ino = (await find(ops, "notes.md")).st_ino
+    fh = await open_for_write(ops, "notes.md")
+    assert await ok(ops, ops.write(fh, 0, b"N")) == 1
+    await ok(ops, ops.unlink(project, b"notes.md", CTX))
+    assert await ok(ops, ops.read(fh, 0, 100)) == b"Notes\n"
+    assert await ok(ops, ops.write(fh, 6, b"more\n")) == 5
+    assert await ok(ops, ops.read(fh, 0, 100)) == b"Notes\nmore\n"
+    attrs = await ok(ops, ops.getattr(ino, CTX))
+    assert attrs.st_nlink == 0
+    assert attrs.st_size == 11
+    fields = SetattrFields(update_size=True)
+    cut = await ok(ops, ops.setattr(ino, attributes(st_size=4), fields, fh, CTX))
+    assert cut.st_size == 4
+    assert cut.st_nlink == 0
+    assert await ok(ops, ops.read(fh, 0, 100)) == b"Note"
+    await close(ops, fh)
+    assert ops.status()["open_handles"] == 0
+
+
+async def test_a_new_file_unlinked_while_open_lands_nowhere(sample: Sample) -> None:
+    ops = sample.ops
+    project = (await find(ops, "")).st_ino
+    fh, _ = await create(ops, "scratch.md")
+    assert await ok(ops, ops.write(fh, 0, b"scratch\n")) == 8
+    await ok(ops, ops.unlink(project, b"scratch.md", CTX))
+    assert await missing(ops, "scratch.md")
+    assert await ok(ops, ops.read(fh, 0, 100)) == b"scratch\n"
+    assert await ok(ops, ops.write(fh, 8, b"more\n")) == 5
+    await close(ops, fh)
+    assert not (sample.own / "scratch.md").exists()
+    assert await missing(ops, "scratch.md")
+    assert stage_leftovers(sample.home.home) == []
+
+
+async def test_a_new_file_unlinked_while_open_shows_no_link_through_its_handle(
+    sample: Sample,
+) -> None:
+    ops = sample.ops
+    project = (await find(ops, "")).st_ino
+    fh, attrs = await create(ops, "scratch.md")
+    assert await ok(ops, ops.write(fh, 0, b"scratch\n")) == 8
+    await ok(ops, ops.unlink(project, b"scratch.md", CTX))
+    shown = await ok(ops, ops.getattr(attrs.st_ino, CTX))
+    assert shown.st_nlink == 0
+    assert shown.st_size == 8
+    await close(ops, fh)
+
+
+async def test_unlink_refusals(sample: Sample) -> None:
+    ops = sample.ops
+    before = read_only_trees(sample)
+    own_before = digest(sample.own)
+    project = (await find(ops, "")).st_ino
+    for name, code in [
+        (b"PREAMBLE.md", errno.EACCES),
+        (b"nothing.md", errno.ENOENT),
+        (b"sub", errno.EISDIR),
+    ]:
+        assert await refused(ops, ops.unlink(project, name, CTX)) == code, name
+    kept_folder = (await find(ops, ".history/a.md")).st_ino
+    kept = WORK_A_HISTORY.rpartition("/")[2].encode()
+    assert await refused(ops, ops.unlink(kept_folder, kept, CTX)) == errno.EACCES
+    assert await refused(ops, ops.unlink(ROOT_INODE, CLAUDE_SLUG.encode(), CTX)) == errno.EPERM
+    assert await body(ops, WORK_A_HISTORY) == WORK_A.encode()
+    assert digest(sample.own) == own_before
+    assert read_only_trees(sample) == before
+
+
+# --- refusals ------------------------------------------------------------------------------------
+
+
+async def test_symlink_link_and_mknod_are_eperm(sample: Sample, notes: Path) -> None:
+    ops = sample.ops
+    before = read_only_trees(sample)
+    own_before = digest(sample.own)
+    project = (await find(ops, "")).st_ino
+    notes_ino = (await find(ops, "notes.md")).st_ino
+    sub = (await find(ops, "sub")).st_ino
+    for parent in (project, sub):
+        code = await refused(ops, ops.symlink(parent, b"l.md", b"notes.md", CTX))
+        assert code == errno.EPERM
+        assert await refused(ops, ops.link(notes_ino, parent, b"h.md", CTX)) == errno.EPERM
+        for kind in (stat.S_IFIFO, stat.S_IFCHR, stat.S_IFBLK, stat.S_IFSOCK):
+            node = ops.mknod(parent, b"n.md", kind | 0o600, 0, CTX)
+            assert await refused(ops, node) == errno.EPERM
+    for name in ("l.md", "h.md", "n.md", "sub/l.md"):
+        assert await missing(ops, name), name
+    assert digest(sample.own) == own_before
+    assert read_only_trees(sample) == before
+
+
+async def test_writes_to_preamble_and_history_are_eacces(sample: Sample) -> None:
+    ops = sample.ops
+    before = read_only_trees(sample)
+    own_before = digest(sample.own)
+    project = (await find(ops, "")).st_ino
+    history = (await find(ops, ".history")).st_ino
+    kept_folder = (await find(ops, ".history/a.md")).st_ino
+    for path in ("PREAMBLE.md", WORK_A_HISTORY):
+        ino = (await find(ops, path)).st_ino
+        for flags in (os.O_WRONLY, os.O_RDWR, os.O_WRONLY | os.O_TRUNC, os.O_RDWR | os.O_APPEND):
+            assert await refused(ops, ops.open(ino, flags, CTX)) == errno.EACCES, path
+    for parent, name in [
+        (project, b"PREAMBLE.md"),
+        (history, b"x.md"),
+        (kept_folder, b"work@20260101T000000Z.md"),
+    ]:
+        call = ops.create(parent, name, 0o100644, os.O_WRONLY | os.O_CREAT, CTX)
+        assert await refused(ops, call) == errno.EACCES, name
+    for parent in (history, kept_folder):  # new names: the kernel asks memfs
+        assert await refused(ops, ops.mkdir(parent, b"d", 0o755, CTX)) == errno.EACCES
+    assert ops.status()["open_handles"] == 0
+    assert digest(sample.own) == own_before
+    assert read_only_trees(sample) == before
+
+
+async def test_without_an_own_source_every_write_handler_is_erofs(tmp_path: Path) -> None:
+    home = fake_home(tmp_path)
+    work = home.memory(".claude-work")
+    write(work / "a.md", WORK_A, at(30))
+    write(work / "sub" / "c.md", C_BODY, at(12))
+    (work / "empty-dir").mkdir()
+    config_file = tmp_path / "config.toml"
+    config_file.write_text(
+        '[[source]]\nname = "work"\npath = "~/.claude-work/projects/{slug}/memory"\n'
+    )
+    config = cfg.load(home.env, config_file)
+    assert config.own is None
+    ops = build(home, tmp_path / "mnt", config)
+    before = digest(home.home)
+    project = (await find(ops, "")).st_ino
+    a = (await find(ops, "a.md")).st_ino
+    for flags in (os.O_WRONLY, os.O_RDWR, os.O_WRONLY | os.O_TRUNC):
+        assert await refused(ops, ops.open(a, flags, CTX)) == errno.EROFS
+    calls: dict[str, Callable[[], Awaitable[object]]] = {
+        "create": lambda: ops.create(project, b"new.md", 0o100644, os.O_WRONLY, CTX),
+        "mkdir": lambda: ops.mkdir(project, b"d", 0o755, CTX),
+        "mkdir at the root": lambda: ops.mkdir(ROOT_INODE, b"-home-a-new", 0o755, CTX),
+        "rmdir": lambda: ops.rmdir(project, b"empty-dir", CTX),
+        "unlink": lambda: ops.unlink(project, b"a.md", CTX),
+        "rename": lambda: ops.rename(project, b"a.md", project, b"b.md", 0, CTX),
+        "chmod": lambda: chattr_call(ops, "a.md", mode=stat.S_IFREG | 0o600),
+        "truncate": lambda: chattr_call(ops, "a.md", size=0),
+        "utimens": lambda: chattr_call(ops, "a.md", mtime=at(1)),
+    }
+    for what, call in calls.items():
+        assert await refused(ops, call()) == errno.EROFS, what
+    assert await body(ops, "a.md") == WORK_A.encode()
+    assert digest(home.home) == before
+    assert ops.status()["open_handles"] == 0
+
+
+# --- create, write, flush, release -------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("readdir_reply")
+async def test_create_write_flush_commits_the_whole_file(sample: Sample) -> None:
+    ops = sample.ops
+    before = read_only_trees(sample)
+    fh, attrs = await create(ops, "sub/new.md")
+    target = sample.own / "sub" / "new.md"
+    for offset, piece in ((0, b"hello "), (6, b"world"), (11, b"\n")):
+        assert await ok(ops, ops.write(fh, offset, piece)) == len(piece)
+        # No reader, through the mount or on disk, sees a part.
+        assert await body(ops, "sub/new.md", OTHER) == b""
+        assert (await ok(ops, ops.getattr(attrs.st_ino, OTHER))).st_size == 0
+        assert not target.exists()
+    # The writer sees its own bytes.
+    assert (await ok(ops, ops.getattr(attrs.st_ino, CTX))).st_size == 12
+    assert "new.md" in await names(ops, "sub")
+    await ok(ops, ops.flush(fh))
+    # A read after close() sees the new whole file.
+    assert target.read_bytes() == b"hello world\n"
+    assert await body(ops, "sub/new.md", OTHER) == b"hello world\n"
+    assert (await find(ops, "sub/new.md", OTHER)).st_size == 12
+    await ok(ops, ops.release(fh))
+    assert target.read_bytes() == b"hello world\n"
+    found = await find(ops, "sub/new.md")
+    assert found.st_ino == attrs.st_ino
+    assert found.st_mtime_ns == target.stat().st_mtime_ns
+    assert await names(ops, "sub") == ["c.md", "new.md"]
+    assert stage_leftovers(sample.home.home) == []
+    assert read_only_trees(sample) == before
+
+
+async def test_a_rewrite_in_place_commits_at_flush_and_other_files_are_untouched(
+    sample: Sample, notes: Path
+) -> None:
+    ops = sample.ops
+    before = read_only_trees(sample)
+    a_before = (sample.own / "a.md").read_bytes()
+    fh = await open_for_write(ops, "notes.md")
+    assert await ok(ops, ops.write(fh, 0, b"N")) == 1
+    assert await ok(ops, ops.write(fh, len(NOTES), b"tail\n")) == 5
+    assert notes.read_bytes() == NOTES.encode()
+    assert await body(ops, "notes.md", OTHER) == NOTES.encode()
+    assert (await find(ops, "notes.md", OTHER)).st_size == len(NOTES)
+    assert (await find(ops, "notes.md", CTX)).st_size == len(NOTES) + 5
+    await ok(ops, ops.flush(fh))
+    assert notes.read_bytes() == b"Notes\ntail\n"
+    assert await body(ops, "notes.md", OTHER) == b"Notes\ntail\n"
+    committed = notes.stat()
+    # A flush with nothing new changes nothing; a later write commits again.
+    await ok(ops, ops.flush(fh))
+    assert notes.stat().st_mtime_ns == committed.st_mtime_ns
+    assert await ok(ops, ops.write(fh, 0, b"n")) == 1
+    await close(ops, fh)
+    assert notes.read_bytes() == b"notes\ntail\n"
+    assert await body(ops, "notes.md") == b"notes\ntail\n"
+    assert (sample.own / "a.md").read_bytes() == a_before
+    assert await body(ops, "a.md") == OWN_A.encode()
+    assert read_only_trees(sample) == before
+    assert stage_leftovers(sample.home.home) == []
+
+
+async def test_each_open_for_writing_stages_on_its_own(sample: Sample, notes: Path) -> None:
+    ops = sample.ops
+    first = await open_for_write(ops, "notes.md")
+    second = await open_for_write(ops, "notes.md")
+    assert await ok(ops, ops.write(first, 0, b"1")) == 1
+    assert await ok(ops, ops.write(second, 1, b"2")) == 1
+    await close(ops, first)
+    assert notes.read_bytes() == b"1otes\n"
+    assert await body(ops, "notes.md") == b"1otes\n"
+    await close(ops, second)
+    # The last close wins with its own whole file, never a mix.
+    assert notes.read_bytes() == b"n2tes\n"
+    assert await body(ops, "notes.md") == b"n2tes\n"
+
+
+async def test_a_write_past_the_size_limit_is_efbig_and_the_stage_never_commits(
+    sample: Sample, notes: Path
+) -> None:
+    ops = sample.ops
+    fh = await open_for_write(ops, "notes.md")
+    assert await ok(ops, ops.write(fh, 0, b"N")) == 1
+    code = await refused(ops, ops.write(fh, MAX_FILE_BYTES, b"x"))
+    assert code == errno.EFBIG
+    # The failed stage never commits: close() returns the error, the file stays whole.
+    assert await refused(ops, ops.flush(fh)) == errno.EFBIG
+    await ok(ops, ops.release(fh))
+    assert notes.read_bytes() == NOTES.encode()
+    found = await find(ops, "notes.md")
+    assert found.st_size == len(NOTES)
+    assert await body(ops, "notes.md") == NOTES.encode()
+    # The same for a new file: nothing lands, and the name is not left behind.
+    fh, _ = await create(ops, "big.md")
+    assert await refused(ops, ops.write(fh, 0, b"x" * (MAX_FILE_BYTES + 1))) == errno.EFBIG
+    assert await refused(ops, ops.flush(fh)) == errno.EFBIG
+    await ok(ops, ops.release(fh))
+    assert not (sample.own / "big.md").exists()
+    assert await missing(ops, "big.md")
+    # ftruncate through the handle past the limit: EFBIG as well.
+    fh = await open_for_write(ops, "notes.md")
+    code = await refused(ops, chattr_call(ops, "notes.md", fh, size=MAX_FILE_BYTES + 1))
+    assert code == errno.EFBIG
+    await ok(ops, ops.release(fh))
+    assert notes.read_bytes() == NOTES.encode()
+    assert stage_leftovers(sample.home.home) == []
