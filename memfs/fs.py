@@ -627,6 +627,7 @@ class MemFS(pyfuse3.Operations):
         project = await self._project(key[0])
         if project.tree.is_dir(key[1]):
             raise _err(errno.EISDIR)
+        project.claim(key[1])  # a writer's own temp name stays visible to it (names.py)
         if flags & os.O_EXCL and (project.tree.leaf(key[1]) or self.files.pending(key)):
             raise _err(errno.EEXIST)
         ino = self.inodes.number(key)
@@ -915,6 +916,7 @@ class MemFS(pyfuse3.Operations):
         self._writable(src)
         self._writable(dst)
         project = await self._project(src[0])
+        project.claim(dst[1])
         if project.tree.leaf(src[1]) is None and self.files.pending(src) is not None:
             self._rename_pending(project, src, dst, flags)
             return

@@ -632,8 +632,11 @@ def test_odd_inputs_do_not_crash_the_mount(sandbox: Sandbox, mounts: Mounts) -> 
     preamble = sandbox.out("cat", mnt / "PREAMBLE.md")
     assert len(preamble) == os.stat(mnt / "PREAMBLE.md").st_size
     assert b"SECRET" not in preamble
-    # Bytes that are not UTF-8 pass through as they are (tests/test_preamble.py).
-    assert b"# Own \xff index" in preamble
+    # Only text is inlined (SPEC 6): a file that is not valid UTF-8 is indexed, not inlined,
+    # and PREAMBLE.md stays valid UTF-8 (tests/test_preamble.py).
+    assert b"# Own \xff index" not in preamble
+    assert b"not text, not inlined" in preamble
+    preamble.decode("utf-8")
 
     root = set(os.listdir(sandbox.mountpoint))
     assert "-home-u-caf-" in root
