@@ -40,7 +40,7 @@ from memfs.history import in_history
 from memfs.inodes import HERE, HERE_INODE, HERE_KEY, ROOT_INODE, ROOT_KEY, Inodes, Key
 from memfs.kernel import Kernel
 from memfs.project import MEMORY, PREAMBLE, Kind, Leaf, Origin, Project, empty_preamble
-from memfs.tree import parent_of
+from memfs.tree import ancestors, parent_of
 from memfs.watch import Watcher
 from memfs.writing import OpenFile, OpenFiles
 
@@ -243,7 +243,9 @@ class MemFS(pyfuse3.Operations):
         if found is None:  # a folder only the merge makes: no real one to show
             return self._dir(ino, self._dir_mode(), self.started_ns, nlink)
         mode = found.mode if self.config.own is not None else found.mode & ~0o222
-        return self._dir(ino, mode, found.mtime_ns, nlink)
+        attrs = self._dir(ino, mode, found.mtime_ns, nlink)
+        attrs.st_atime_ns = found.atime_ns or found.mtime_ns
+        return attrs
 
     def _preamble(self, project: Project) -> bytes:
         files_at = f"{self.mountpoint}/{project.slug}"
@@ -602,6 +604,15 @@ class MemFS(pyfuse3.Operations):
             lambda: staging.Stage(place, name, initial_fd=None, mode=mode)
         )
         f.data = None
+        await self._folders_made(f.key)
+
+    async def _folders_made(self, key: Key) -> None:
+        """A stage made the own source's folders of ``key`` (mkdir -p): the view records
+        them, so they stay when the other sources' folders go (SPEC 7.3)."""
+        project = await self._project(key[0])
+        own = self.own_origin(project)
+        for folder in ancestors(key[1]):
+            project.set_dir(own, folder, present=True)
 
     async def _stage_copy(self, f: OpenFile) -> None:
         """The first change through a write handle: stage a copy of the head it opened."""
@@ -614,6 +625,7 @@ class MemFS(pyfuse3.Operations):
             lambda: staging.Stage.copy_of(place, name, mode or staging.FILE_MODE, head, union)
         )
         f.data = None  # reads now see the writer's own bytes
+        await self._folders_made(f.key)
 
     @_handler
     async def create(
@@ -807,7 +819,12 @@ class MemFS(pyfuse3.Operations):
             mtime = attr.st_mtime_ns if fields.update_mtime else st.st_mtime_ns
             os.utime(stage.fd, ns=(atime, mtime))
             stage.dirty = True
-        attrs = self._entry(f.ino, stat.S_IFREG | stage.mode, stage.size(), time.time_ns())
+        if self.inodes.detached(f.ino):
+            return self._detached_attrs(f.ino)
+        # The committed file's attributes, not the stage's: the kernel applies a setattr
+        # reply to the inode every reader shares (a smaller size would cut their reads).
+        # It asks again at once, and the writer's thread then sees its own (_as_seen_by).
+        attrs = self._attrs(f.ino, f.key, await self._project(f.key[0]))
         attrs.attr_timeout = attrs.entry_timeout = 0
         return attrs
 
@@ -894,6 +911,8 @@ class MemFS(pyfuse3.Operations):
             raise _err(errno.EPERM)  # projects are removed in their sources, not here
         self._writable(key)
         project = await self._project(key[0])
+        if any(self.files.pending_names(*key)):
+            raise _err(errno.ENOTEMPTY)  # a file is being created in it
         await self._run(project, self._planner(project).rmdir(key[1]))
 
     @_handler
@@ -925,7 +944,10 @@ class MemFS(pyfuse3.Operations):
         await self._run(project, plan)
         if src != dst:
             self.inodes.move(src, dst)
-            self.files.moved(src, dst)
+            for f in self.files.moved(src, dst):
+                if f.stage is not None:  # it commits under its new name (rename(2) semantics)
+                    place, name = self._writable(f.key), parent_of(f.key[1])[1]
+                    await trio.to_thread.run_sync(f.stage.retarget, place, name)
 
     def _rename_pending(self, project: Project, src: Key, dst: Key, flags: int) -> None:
         """Rename a file still being written: its stage will land under the new name.
@@ -1014,6 +1036,8 @@ class MemFS(pyfuse3.Operations):
             if found is None:
                 project.drop_version(i, path)
             else:
+                for folder in ancestors(path):  # a step may have made them (mkdir -p)
+                    project.set_dir(i, folder, present=True)
                 project.set_version(i, found)
         if applied.error is None:
             if plan.whiteouts is not None:

@@ -133,6 +133,21 @@ class Stage:
             raise
         return stage
 
+    def retarget(self, folder: Place, name: str) -> None:
+        """Its target was renamed while it was open: it commits under the new name, as an
+        open file follows rename(2). The temp file moves along (a rename in the own source)."""
+        if folder != self.folder:
+            new_fd = open_dir(folder, create=True)
+            try:
+                if self.temp:
+                    os.rename(self.temp, self.temp, src_dir_fd=self._dir_fd, dst_dir_fd=new_fd)
+            except BaseException:
+                os.close(new_fd)
+                raise
+            os.close(self._dir_fd)
+            self._dir_fd, self.folder = new_fd, folder
+        self.name = name
+
     def _new_temp(self, initial_fd: int | None) -> None:
         while True:
             temp = sources.STAGE_PREFIX + secrets.token_hex(8)

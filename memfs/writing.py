@@ -135,17 +135,21 @@ class OpenFiles:
                 f.discard = True
         self._pending.pop(key, None)
 
-    def moved(self, src: Key, dst: Key) -> None:
-        """``src`` (and what lies below it) was renamed to ``dst``: open files follow."""
+    def moved(self, src: Key, dst: Key) -> list[OpenFile]:
+        """``src`` (and what lies below it) was renamed to ``dst``: open files follow.
+        Returns the ones that moved."""
         slug, old = src
+        followed = []
         for f in self._by_fh.values():
             s, path = f.key
             if s == slug and (path == old or path.startswith(old + "/")):
                 f.key = (slug, dst[1] + path[len(old) :])
+                followed.append(f)
         moved = {k: f for k, f in self._pending.items() if f.key != k}
         for k, f in moved.items():
             del self._pending[k]
             self._pending[f.key] = f
+        return followed
 
     def _check(self) -> None:
         """Assert every invariant; the tests call this after each step."""

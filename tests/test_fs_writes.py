@@ -820,13 +820,21 @@ async def test_setattr_on_an_open_handle_changes_what_it_will_commit(
 ) -> None:
     ops = sample.ops
     fh = await open_for_write(ops, "notes.md")
-    # ftruncate before any write: the handle's file, not the committed one, is cut.
-    assert (await chattr(ops, "notes.md", fh, size=3)).st_size == 3
+    # ftruncate before any write: the handle's file, not the committed one, is cut. The
+    # reply carries the committed file's attributes (the kernel shares them with every
+    # reader) and no cache time; the writer then sees its own size.
+    ino = (await find(ops, "notes.md")).st_ino
+    reply = await chattr(ops, "notes.md", fh, size=3)
+    assert reply.st_size == len(NOTES)
+    assert reply.attr_timeout == 0
+    assert (await ok(ops, ops.getattr(ino, CTX))).st_size == 3
+    assert (await ok(ops, ops.getattr(ino, OTHER))).st_size == len(NOTES)
     assert notes.read_bytes() == NOTES.encode()  # readers keep the old whole file
     assert await body(ops, "notes.md", OTHER) == NOTES.encode()
     assert await ok(ops, ops.read(fh, 0, 100)) == b"not"
     assert await ok(ops, ops.write(fh, 3, b"ice\n")) == 4
-    assert (await chattr(ops, "notes.md", fh, size=5)).st_size == 5
+    await chattr(ops, "notes.md", fh, size=5)
+    assert (await ok(ops, ops.getattr(ino, CTX))).st_size == 5
     await chattr(ops, "notes.md", fh, mode=stat.S_IFREG | 0o600)
     when = time.time_ns() - 30 * 10**9
     await chattr(ops, "notes.md", fh, atime=when, mtime=when)
