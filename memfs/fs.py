@@ -235,7 +235,7 @@ class MemFS(pyfuse3.Operations):
             # Nothing committed yet: an empty file to all but its writer (_as_seen_by).
             return self._entry(ino, stat.S_IFREG | pending.stage.mode, 0, time.time_ns())
         if not project.tree.is_dir(path):
-            raise _err(errno.ENOENT)
+            return self._left_out_attrs(ino, key, project)
         nlink = 2 + project.tree.subdirs(path)
         if in_history(path):
             return self._dir(ino, 0o555, self.started_ns, nlink)
@@ -245,6 +245,21 @@ class MemFS(pyfuse3.Operations):
         mode = found.mode if self.config.own is not None else found.mode & ~0o222
         attrs = self._dir(ino, mode, found.mtime_ns, nlink)
         attrs.st_atime_ns = found.atime_ns or found.mtime_ns
+        return attrs
+
+    def _left_out_attrs(self, ino: int, key: Key, project: Project) -> pyfuse3.EntryAttributes:
+        """A file of the own source the view leaves out (over the size cap, SPEC 5.1): not
+        listed, not readable, but it may be looked up by name so that it can be unlinked
+        and its folder removed (SPEC 7.6). The kernel keeps no entry of it."""
+        own = self.catalog.own_place(project.slug)
+        i = (
+            project.origin_index(Origin(self.config.own_index or 0, own.root, own.parts))
+            if own
+            else None
+        )
+        if i is None or project.left_out_in(i, key[1]) is None:
+            raise _err(errno.ENOENT)
+        attrs = self._entry(ino, stat.S_IFREG, 0, self.started_ns, timeout=0.0)
         return attrs
 
     def _preamble(self, project: Project) -> bytes:
@@ -610,9 +625,9 @@ class MemFS(pyfuse3.Operations):
         """A stage made the own source's folders of ``key`` (mkdir -p): the view records
         them, so they stay when the other sources' folders go (SPEC 7.3)."""
         project = await self._project(key[0])
-        own = self.own_origin(project)
+        own, now = self.own_origin(project), time.monotonic_ns()
         for folder in ancestors(key[1]):
-            project.set_dir(own, folder, present=True)
+            project.observe_dir(own, folder, True, now)
 
     async def _stage_copy(self, f: OpenFile) -> None:
         """The first change through a write handle: stage a copy of the head it opened."""
@@ -859,7 +874,9 @@ class MemFS(pyfuse3.Operations):
             # A file still being written: it never lands (its stage goes at release).
             self._gone(key)
             return
-        plan = self._planner(project).unlink(key[1])
+        planner = self._planner(project)
+        left_out = project.tree.leaf(key[1]) is None and project.left_out_in(planner.own, key[1])
+        plan = planner.unlink_left_out(key[1]) if left_out else planner.unlink(key[1])
         await self._run(project, plan)
         self._gone(key)
 
@@ -1032,20 +1049,19 @@ class MemFS(pyfuse3.Operations):
 
     def _absorb(self, project: Project, plan: writes.Plan, applied: staging.Applied) -> None:
         """What the disk holds now, into the project (memory only)."""
+        at = applied.at_ns
         for i, path, found in applied.found:
-            if found is None:
-                project.drop_version(i, path)
-            else:
+            if isinstance(found, sources.FileStat):
                 for folder in ancestors(path):  # a step may have made them (mkdir -p)
-                    project.set_dir(i, folder, present=True)
-                project.set_version(i, found)
+                    project.observe_dir(i, folder, True, at)
+            project.observe(i, path, found, at)
         if applied.error is None:
             if plan.whiteouts is not None:
                 project.set_whiteouts(plan.whiteouts)
             for i, path, present in plan.dirs:
-                project.set_dir(i, path, present=present)
+                project.observe_dir(i, path, present, at)
         if applied.scan is not None and plan.rescan is not None:
-            project.rescan(plan.rescan, applied.scan)
+            project.rescan(plan.rescan, applied.scan, at)
         if not self.catalog.has(project.slug) and applied.error is None:
             # The first write into a project no source held: the own folder exists now.
             self.catalog.own_folder_made(project.slug)

@@ -115,6 +115,9 @@ class Project:
         self.generation = 0
         self.counts = Counts()
         self._versions: dict[str, dict[int, Version]] = {}  # path -> origin -> version
+        # (origin, path) -> when it was last looked at (monotonic ns): see `observe`
+        self._seen: dict[tuple[int, str], int] = {}
+        self._seen_dirs: dict[tuple[int, str], int] = {}
         self._dirs: dict[str, set[int]] = {}  # folder path -> origins holding it
         self._under: Counter[str] = Counter()  # path -> versions and folders below it
         self._shown: dict[str, list[str]] = {}  # path -> view paths it occupies now
@@ -164,11 +167,44 @@ class Project:
         origin = self.origins[i]
         return sources.scan(origin.root, origin.parts, self.config.limits.max_file_bytes)
 
-    def rescan(self, i: int, scan: sources.Scan | None = None) -> None:
-        """Bring origin ``i`` up to date with ``scan`` of its folder (None: scan it now):
-        O(files in that folder), no I/O when the scan is given."""
+    def observe(self, i: int, path: str, found: sources.FileStat | str | None, at_ns: int) -> None:
+        """What a look at ``path`` in origin ``i`` found at ``at_ns`` (time.monotonic_ns):
+        the file, why it is left out (sources.look), or nothing. Taken in unless a later
+        look is known already: looks are taken in worker threads (a plan's, the
+        watcher's) and may come back out of order; the latest wins."""
+        if self._seen.get((i, path), -1) > at_ns:
+            return
+        self._seen[(i, path)] = at_ns
+        if isinstance(found, sources.FileStat):
+            self.set_version(i, found)
+            return
+        self.drop_version(i, path)
+        if found is not None:
+            self._leave_out(i, path, found)
+
+    def left_out_in(self, i: int, path: str) -> str | None:
+        """Why origin ``i``'s file at ``path`` is left out of the view, if it is."""
+        label = self._label(i)
+        return next(
+            (why for lab, p, why in self.counts.left_out if lab == label and p == path), None
+        )
+
+    def observe_dir(self, i: int, path: str, present: bool, at_ns: int) -> None:
+        """`observe` for a folder of origin ``i``."""
+        if self._seen_dirs.get((i, path), -1) > at_ns:
+            return
+        self._seen_dirs[(i, path)] = at_ns
+        self.set_dir(i, path, present=present)
+
+    def rescan(self, i: int, scan: sources.Scan | None = None, at_ns: int | None = None) -> None:
+        """Bring origin ``i`` up to date with ``scan`` of its folder, begun at ``at_ns``
+        (None: scan it now): O(files in that folder), no I/O when the scan is given. A path
+        looked at after the scan began keeps what that look found."""
         if scan is None:
+            at_ns = time.monotonic_ns()
             scan = self.scan(i)
+        if at_ns is None:
+            at_ns = time.monotonic_ns()
         label = self._label(i)
         self.counts.left_out = [e for e in self.counts.left_out if e[0] != label]
         for path, why in scan.left_out:
@@ -182,14 +218,14 @@ class Project:
         new = {f.path: f for f in files}
         old = [p for p, vs in self._versions.items() if i in vs and p not in new]
         for path in old:
-            self.drop_version(i, path)
+            self.observe(i, path, None, at_ns)
         for f in files:
-            self.set_version(i, f)
+            self.observe(i, f.path, f, at_ns)
         new_dirs = set(scan.dirs)
         for path in [p for p, os_ in self._dirs.items() if i in os_ and p not in new_dirs]:
-            self.set_dir(i, path, present=False)
+            self.observe_dir(i, path, False, at_ns)
         for path in new_dirs:
-            self.set_dir(i, path, present=True)
+            self.observe_dir(i, path, True, at_ns)
 
     def _label(self, i: int) -> str:
         return f"{self._source_name(i)}:{i}"

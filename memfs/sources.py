@@ -201,15 +201,23 @@ def _leave_out_reason(fd: int, name: str, st: os.stat_result, max_bytes: int) ->
 
 def stat_file(root: Path, parts: Sequence[str], path: str, max_bytes: int) -> FileStat | None:
     """One file's current state, or None when it is gone or would be left out."""
+    found = look(root, parts, path, max_bytes)
+    return found if isinstance(found, FileStat) else None
+
+
+def look(root: Path, parts: Sequence[str], path: str, max_bytes: int) -> FileStat | str | None:
+    """One file's current state; why it is left out (SPEC 5.1) when it would be; None when
+    nothing is there (or a folder is)."""
     *dirs, name = split(path)
     try:
         with open_folder(root, [*parts, *dirs]) as fd:
             st = os.stat(name, dir_fd=fd, follow_symlinks=False)
-            if _leave_out_reason(fd, name, st, max_bytes) or not stat.S_ISREG(st.st_mode):
+            if stat.S_ISDIR(st.st_mode):
                 return None
+            why = _leave_out_reason(fd, name, st, max_bytes)
     except OSError:
         return None
-    return _file_stat(path, st)
+    return why or _file_stat(path, st)
 
 
 def stat_folder(root: Path, parts: Sequence[str], path: str) -> FileStat | None:

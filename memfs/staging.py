@@ -22,6 +22,7 @@ import logging
 import os
 import secrets
 import stat
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -587,9 +588,10 @@ class Where:
 class Applied:
     """What `apply` found on disk once the steps ran: the adapter absorbs exactly this."""
 
-    found: list[tuple[int, str, sources.FileStat | None]] = field(default_factory=list)
+    found: list[tuple[int, str, sources.FileStat | str | None]] = field(default_factory=list)
     scan: sources.Scan | None = None
     error: OSError | None = None  # the step that failed; the steps after it did not run
+    at_ns: int = 0  # when the disk was looked at again (time.monotonic_ns), after the steps
 
 
 def apply(
@@ -612,12 +614,12 @@ def apply(
             kept += step.run()
     except OSError as exc:
         out.error = exc
+    out.at_ns = time.monotonic_ns()
     todo = list(reread)
     if own is not None:
         todo += [(own[0], own[1], path) for path in kept]
     for origin, where, path in todo:
-        found = sources.stat_file(where.root, where.parts, path, max_bytes)
-        out.found.append((origin, path, found))
+        out.found.append((origin, path, sources.look(where.root, where.parts, path, max_bytes)))
     if rescan is not None:
         out.scan = sources.scan(rescan.root, rescan.parts, max_bytes)
     return out

@@ -29,6 +29,7 @@ import logging
 import math
 import os
 import struct
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -237,8 +238,9 @@ class Watcher:
         pairs: Pairs = []
         for origin in origins:
             i = project.add_origin(origin, sources.Scan(exists=False))
+            at = time.monotonic_ns()
             scan, added = self._settle(slug, i, origin, set())
-            project.rescan(i, scan)
+            project.rescan(i, scan, at)
             pairs += added
         return project, pairs
 
@@ -416,21 +418,23 @@ class Watcher:
 
     def _read_jobs(
         self, jobs: list[tuple[Project, int, Origin, str | None, set[str]]]
-    ) -> list[sources.FileStat | tuple[sources.Scan, Pairs] | None]:
-        """Worker thread: stat each path, settle and scan each origin; no project touched."""
+    ) -> list[tuple[int, sources.FileStat | str | tuple[sources.Scan, Pairs] | None]]:
+        """Worker thread: stat each path, settle and scan each origin; no project touched.
+        Each result comes with when the look began (the project takes the latest)."""
         max_bytes = self.catalog.config.limits.max_file_bytes
-        out: list[sources.FileStat | tuple[sources.Scan, Pairs] | None] = []
+        out: list[tuple[int, sources.FileStat | str | tuple[sources.Scan, Pairs] | None]] = []
         for project, i, origin, path, watched in jobs:
+            at = time.monotonic_ns()
             if path is None:
-                out.append(self._settle(project.slug, i, origin, watched))
+                out.append((at, self._settle(project.slug, i, origin, watched)))
             else:
-                out.append(sources.stat_file(origin.root, origin.parts, path, max_bytes))
+                out.append((at, sources.look(origin.root, origin.parts, path, max_bytes)))
         return out
 
     def _absorb(
         self,
         job: tuple[Project, int, Origin, str | None, set[str]],
-        result: sources.FileStat | tuple[sources.Scan, Pairs] | None,
+        timed: tuple[int, sources.FileStat | str | tuple[sources.Scan, Pairs] | None],
         touched: dict[str, Project],
     ) -> None:
         """Trio thread: take in what the worker found, if the project is still the same."""
@@ -438,15 +442,14 @@ class Watcher:
         if self.catalog.loaded().get(project.slug) is not project or project.origins[i] != origin:
             return
         touched[project.slug] = project
+        at, result = timed
         if isinstance(result, tuple):
             scan, pairs = result
-            project.rescan(i, scan)
+            project.rescan(i, scan, at)
             self._register(project, pairs)
-        elif result is None:
-            assert path is not None
-            project.drop_version(i, path)
         else:
-            project.set_version(i, result)
+            assert path is not None
+            project.observe(i, path, result, at)
 
     def _handle(
         self, wd: int, mask: int, name: str, work: _Work, touched: dict[str, Project]
@@ -473,11 +476,20 @@ class Watcher:
         project = self.catalog.loaded().get(target.slug)
         if project is None or target.origin >= len(project.origins):
             return
-        if isinstance(target, _Pending) or mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_ISDIR):
+        if isinstance(target, _Pending):
+            work.rescans.add((project.slug, target.origin))  # its memory folder may be there
+            return
+        path = f"{target.path}/{name}" if target.path else name
+        if mask & IN_ISDIR and not mask & (_ENTRY_EVENTS | IN_DELETE_SELF | IN_MOVE_SELF):
+            # A folder's own attributes: read afresh at the next getattr (folder_stat);
+            # a rescan would only move the atimes of every folder it lists.
+            project.tree.changes.add(path)
+            touched[project.slug] = project
+            return
+        if mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_ISDIR):
             # A folder came or went: the origin is rescanned (O(its files)) and watched anew.
             work.rescans.add((project.slug, target.origin))
             return
-        path = f"{target.path}/{name}" if target.path else name
         work.stats.add((project.slug, target.origin, path))
 
     def _hold(self, wd: int, mask: int, name: str, work: _Work) -> None:

@@ -239,6 +239,15 @@ class Planner:
         self._remove_everywhere(plan, path)
         return plan
 
+    def unlink_left_out(self, path: str) -> Plan:
+        """Remove a file of the own source the view leaves out (SPEC 7.6: so that its
+        folder can be removed)."""
+        plan = self._plan()
+        folder, name = parent_of(path)
+        plan.steps.append(staging.Unlink(_place_in(self._own_origin(), folder), name, None))
+        plan.read_again(self.own, self._own_origin(), path)
+        return plan
+
     def _remove_everywhere(self, plan: Plan, path: str) -> None:
         project = self.project
         keep = self._keep(path)
