@@ -33,11 +33,11 @@ from typing import Any, NoReturn
 
 from memfs import __version__, config, slug
 from memfs.catalog import Catalog
+from memfs.status import STATUS_XATTR
 
 log = logging.getLogger("memfs")
 
 USER_ERROR = 2
-STATUS_XATTR = "user.memfs.status"
 
 
 class UserError(Exception):

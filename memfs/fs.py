@@ -21,7 +21,6 @@ import functools
 import json
 import logging
 import os
-import stat
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -32,11 +31,11 @@ from typing import Any, ParamSpec, TypeVar
 import pyfuse3
 import trio
 
-from memfs import procs, sources, staging, writes
-from memfs import slug as slugs
+from memfs import procs, sources, staging, status, writes
+from memfs.attrs import Shown
 from memfs.catalog import Catalog, is_project_name
 from memfs.config import Config
-from memfs.history import in_history
+from memfs.here import Here
 from memfs.inodes import HERE, HERE_INODE, HERE_KEY, ROOT_INODE, ROOT_KEY, Inodes, Key
 from memfs.kernel import Kernel
 from memfs.project import MEMORY, PREAMBLE, Kind, Leaf, Origin, Project, empty_preamble
@@ -46,8 +45,8 @@ from memfs.writing import OpenFile, OpenFiles
 
 log = logging.getLogger(__name__)
 
-STATUS_XATTR = b"user.memfs.status"
-CACHE_TIMEOUT = 3600.0  # long kernel caching, kept true by invalidation (FUSE-NOTES)
+STATUS_XATTR = os.fsencode(status.STATUS_XATTR)
+TRUNCATE_PATIENCE = 0.5  # seconds an O_TRUNC open waits for cached reads to finish
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -102,11 +101,12 @@ class MemFS(pyfuse3.Operations):
         self.inodes = Inodes()
         self.files = OpenFiles()
         self._uid, self._gid = os.getuid(), os.getgid()
-        self.started_ns = time.time_ns()
+        self.shown = Shown(config, self.catalog, self.files, self._preamble_size, *self._owner())
+        self.here = Here(self.mountpoint)
+        self.started_ns = self.shown.started_ns
         self._listings: dict[int, list[tuple[str, Key]]] = {}  # dir handle -> snapshot
         self._next_dh = 1
         self._commit_lock = trio.Lock()  # one plan at a time: history names stay ordered
-        self._here_cache: dict[str, tuple[float, str]] = {}  # cwd -> (expiry, slug)
         # PREAMBLE.md inode -> the one rendering it shows, for as long as the kernel holds it
         self._snapshots: dict[int, bytes] = {}
         self.watcher: Watcher | None = None  # set by mount.py; adapter tests run without
@@ -194,73 +194,13 @@ class MemFS(pyfuse3.Operations):
         if not path:
             await self._listed()
         project = await self._project(slug) if slug and path else None
-        return self._attrs(ino, key, project)
+        return self.shown.of(ino, key, project)
 
-    def _attrs(self, ino: int, key: Key, project: Project | None) -> pyfuse3.EntryAttributes:
-        """``project``: ``key``'s project, loaded (None for the root and its entries)."""
-        slug, path = key
-        if key == ROOT_KEY:
-            return self._dir(ino, 0o755, self.started_ns, 2 + len(self.catalog.slugs()))
-        if key == HERE_KEY:
-            return self._entry(ino, stat.S_IFLNK | 0o777, 0, self.started_ns, timeout=0.0)
-        if not path:
-            if not self.catalog.has(slug) and not is_project_name(slug):
-                raise _err(errno.ENOENT)
-            loaded = self.catalog.loaded().get(slug)
-            subdirs = loaded.tree.subdirs("") if loaded is not None else 0
-            return self._dir(ino, self._dir_mode(), self.started_ns, 2 + subdirs)
-        assert project is not None
-        leaf = project.tree.leaf(path)
-        if leaf is None:
-            return self._folder_attrs(ino, key, project)
-        if leaf.kind is Kind.PREAMBLE:
-            # It changes by itself when a future-dated file comes due: the kernel may keep
-            # the entry only until then.
-            size = len(self._snapshots.get(ino) or self._preamble(project))
-            due = (project.preamble_valid_until() - time.time_ns()) / 1e9
-            mtime = project.mtime_ns(leaf)
-            return self._entry(
-                ino, stat.S_IFREG | 0o444, size, mtime, max(0.0, min(CACHE_TIMEOUT, due))
-            )
-        assert leaf.version is not None
-        size = leaf.version.size if leaf.kind is not Kind.MEMORY else len(project.memory_index())
-        atime = leaf.version.atime_ns if leaf.version is not None and leaf.kind is Kind.FILE else 0
-        mode = stat.S_IFREG | self._file_mode(leaf)
-        return self._entry(ino, mode, size, project.mtime_ns(leaf), atime_ns=atime)
+    def _owner(self) -> tuple[int, int]:
+        return (self._uid, self._gid)
 
-    def _folder_attrs(self, ino: int, key: Key, project: Project) -> pyfuse3.EntryAttributes:
-        path = key[1]
-        pending = self.files.pending(key)
-        if pending is not None and pending.stage is not None:
-            # Nothing committed yet: an empty file to all but its writer (_as_seen_by).
-            return self._entry(ino, stat.S_IFREG | pending.stage.mode, 0, time.time_ns())
-        if not project.tree.is_dir(path):
-            return self._left_out_attrs(ino, key, project)
-        nlink = 2 + project.tree.subdirs(path)
-        if in_history(path):
-            return self._dir(ino, 0o555, self.started_ns, nlink)
-        found = project.folder_stat(path)
-        if found is None:  # a folder only the merge makes: no real one to show
-            return self._dir(ino, self._dir_mode(), self.started_ns, nlink)
-        mode = found.mode if self.config.own is not None else found.mode & ~0o222
-        attrs = self._dir(ino, mode, found.mtime_ns, nlink)
-        attrs.st_atime_ns = found.atime_ns or found.mtime_ns
-        return attrs
-
-    def _left_out_attrs(self, ino: int, key: Key, project: Project) -> pyfuse3.EntryAttributes:
-        """A file of the own source the view leaves out (over the size cap, SPEC 5.1): not
-        listed, not readable, but it may be looked up by name so that it can be unlinked
-        and its folder removed (SPEC 7.6). The kernel keeps no entry of it."""
-        own = self.catalog.own_place(project.slug)
-        i = (
-            project.origin_index(Origin(self.config.own_index or 0, own.root, own.parts))
-            if own
-            else None
-        )
-        if i is None or project.left_out_in(i, key[1]) is None:
-            raise _err(errno.ENOENT)
-        attrs = self._entry(ino, stat.S_IFREG, 0, self.started_ns, timeout=0.0)
-        return attrs
+    def _preamble_size(self, ino: int, project: Project) -> int:
+        return len(self._snapshots.get(ino) or self._preamble(project))
 
     def _preamble(self, project: Project) -> bytes:
         files_at = f"{self.mountpoint}/{project.slug}"
@@ -268,50 +208,6 @@ class MemFS(pyfuse3.Operations):
             # No memory yet: the frame says so, and where the first write lands (SPEC 4).
             return empty_preamble(self.config, project.slug, files_at)
         return project.preamble(files_at)
-
-    def _dir_mode(self) -> int:
-        return 0o755 if self.config.own is not None else 0o555
-
-    def _file_mode(self, leaf: Leaf) -> int:
-        """A head shows its real permission bits (a chmod through the mount shows);
-        what memfs serves read-only shows no write bit."""
-        writable = self.config.own is not None
-        if leaf.kind is Kind.FILE and leaf.version is not None:
-            return leaf.version.mode if writable else leaf.version.mode & ~0o222
-        if leaf.kind is Kind.MEMORY and writable:
-            return 0o644
-        return 0o444
-
-    def _dir(self, ino: int, mode: int, mtime_ns: int, nlink: int) -> pyfuse3.EntryAttributes:
-        e = self._entry(ino, stat.S_IFDIR | mode, 0, mtime_ns)
-        e.st_nlink = nlink  # 2 plus its subfolders, as on a local filesystem (SPEC 7.6)
-        return e
-
-    def _entry(
-        self,
-        ino: int,
-        mode: int,
-        size: int,
-        mtime_ns: int,
-        timeout: float = CACHE_TIMEOUT,
-        atime_ns: int = 0,
-    ) -> pyfuse3.EntryAttributes:
-        e = pyfuse3.EntryAttributes()
-        e.st_ino = ino
-        e.generation = 0
-        e.entry_timeout = timeout
-        e.attr_timeout = timeout
-        e.st_mode = mode
-        e.st_nlink = 1
-        e.st_uid = self._uid
-        e.st_gid = self._gid
-        e.st_rdev = 0
-        e.st_size = size
-        e.st_blksize = 4096
-        e.st_blocks = (size + 511) // 512
-        e.st_mtime_ns = e.st_ctime_ns = mtime_ns
-        e.st_atime_ns = atime_ns or mtime_ns
-        return e
 
     def _as_seen_by(
         self, attrs: pyfuse3.EntryAttributes, ctx: pyfuse3.RequestContext, key: Key
@@ -403,53 +299,18 @@ class MemFS(pyfuse3.Operations):
         self._count("getattr")
         key = self._key(inode)
         if self.inodes.detached(inode) and inode not in self._snapshots:
-            return self._detached_attrs(inode)
+            return self.shown.detached(inode)
         return self._as_seen_by(await self._attrs_of(inode, key), ctx, key)
-
-    def _detached_attrs(self, ino: int) -> pyfuse3.EntryAttributes:
-        """A file unlinked or replaced while open: what its open descriptors see (SPEC 7.6)."""
-        opened = self.files.of_inode(ino)
-        if not opened:
-            raise _err(errno.ENOENT)
-        f = next((o for o in opened if o.stage is not None), opened[0])
-        mode = f.stage.mode if f.stage is not None else 0o644
-        if f.version is not None and f.stage is None:
-            mode = f.version.mode
-        attrs = self._entry(ino, stat.S_IFREG | mode, f.size(), time.time_ns(), timeout=0.0)
-        attrs.st_nlink = 0
-        return attrs
 
     @_handler
     async def readlink(self, inode: int, ctx: pyfuse3.RequestContext) -> bytes:
         self._count("readlink")
         if inode != HERE_INODE:
             raise _err(errno.EINVAL)
-        return os.fsencode(await self._here(ctx.pid))
-
-    async def _here(self, pid: int) -> str:
-        """The caller's project: its cwd, up to the git work tree (SPEC 4)."""
-        try:
-            cwd = os.readlink(f"/proc/{pid}/cwd")
-        except OSError:
-            raise _err(errno.ENOENT) from None
-        mount = str(self.mountpoint)
-        if cwd == mount or cwd.startswith(mount + "/"):
-            # Inside the mount itself: walking up for .git would call back into this very
-            # process and deadlock; the project is the first component.
-            first = cwd[len(mount) + 1 :].split("/", 1)[0]
-            if not first or first == HERE:
-                raise _err(errno.ENOENT)
-            return first
-        now = time.monotonic()
-        cached = self._here_cache.get(cwd)
-        if cached is not None and cached[0] > now:
-            return cached[1]
-        slug = await trio.to_thread.run_sync(slugs.project_slug, cwd)
-        if len(self._here_cache) > 1024:
-            self._here_cache.clear()
-        # Short-lived: a `git init` or a new worktree changes the answer.
-        self._here_cache[cwd] = (now + 2.0, slug)
-        return slug
+        found = await self.here.slug(ctx.pid)
+        if found is None:
+            raise _err(errno.ENOENT)
+        return os.fsencode(found)
 
     # --- listing ---------------------------------------------------------------------
 
@@ -487,7 +348,7 @@ class MemFS(pyfuse3.Operations):
             if in_project and project is None:
                 project = await self._project(key[0])
             try:
-                attrs = self._attrs(0, key, project if in_project else None)
+                attrs = self.shown.of(0, key, project if in_project else None)
             except pyfuse3.FUSEError:
                 continue  # vanished since opendir
             attrs.st_ino = self._number(key)
@@ -523,9 +384,15 @@ class MemFS(pyfuse3.Operations):
                 f.unsaved = f.keeps_history = True
                 await self._stage_empty(f, staging.FILE_MODE)
             return pyfuse3.FileInfo(fh=self.files.add(f), direct_io=True)
-        if writing:
+        if not writing:
+            return self._open_for_read(f, project, leaf)
+        if not flags & os.O_TRUNC:
             return await self._open_for_write(f, project, leaf, flags)
-        return self._open_for_read(f, project, leaf)
+        await self.kernel.truncating(inode, TRUNCATE_PATIENCE)
+        try:
+            return await self._open_for_write(f, project, leaf, flags)
+        finally:
+            self.kernel.truncated(inode)
 
     def _open_for_read(self, f: OpenFile, project: Project, leaf: Leaf) -> pyfuse3.FileInfo:
         """One version per open, and the page cache only where it holds that version
@@ -665,7 +532,7 @@ class MemFS(pyfuse3.Operations):
         # Not committed yet: one write costs one commit. Until then the name is pending:
         # memfs answers for it from the stage, so lookups, stat and listings still see it.
         self.files.set_pending(f)
-        attrs = self._as_seen_by(self._attrs(ino, key, project), ctx, key)
+        attrs = self._as_seen_by(self.shown.of(ino, key, project), ctx, key)
         self.inodes.looked_up(ino)
         return pyfuse3.FileInfo(fh=fh, direct_io=True), attrs
 
@@ -809,7 +676,7 @@ class MemFS(pyfuse3.Operations):
             key[1], mode=mode, size=size, times=times, memory=memory
         )
         await self._run(project, plan)
-        return self._attrs(inode, key, project)
+        return self.shown.of(inode, key, project)
 
     async def _stage_attrs(
         self,
@@ -835,11 +702,11 @@ class MemFS(pyfuse3.Operations):
             os.utime(stage.fd, ns=(atime, mtime))
             stage.dirty = True
         if self.inodes.detached(f.ino):
-            return self._detached_attrs(f.ino)
+            return self.shown.detached(f.ino)
         # The committed file's attributes, not the stage's: the kernel applies a setattr
         # reply to the inode every reader shares (a smaller size would cut their reads).
         # It asks again at once, and the writer's thread then sees its own (_as_seen_by).
-        attrs = self._attrs(f.ino, f.key, await self._project(f.key[0]))
+        attrs = self.shown.of(f.ino, f.key, await self._project(f.key[0]))
         attrs.attr_timeout = attrs.entry_timeout = 0
         return attrs
 
@@ -902,7 +769,7 @@ class MemFS(pyfuse3.Operations):
             await self._run(project, self._planner(project).mkdir(key[1], wanted))
         ino = self.inodes.number(key)
         self.inodes.looked_up(ino)
-        return self._attrs(ino, key, project if key[1] else None)
+        return self.shown.of(ino, key, project if key[1] else None)
 
     async def _new_project(self, slug: str, mode: int) -> Project:
         """mkdir at the root: a new project in the own source, named by its canonical slug."""
@@ -1122,46 +989,7 @@ class MemFS(pyfuse3.Operations):
     # --- status ----------------------------------------------------------------------
 
     def status(self) -> dict[str, Any]:
-        projects = self.catalog.loaded()
-        left_out = [
-            {"project": slug, "source": src, "path": path, "why": why}
-            for slug, p in projects.items()
-            for src, path, why in p.counts.left_out
-        ]
-        watcher = self.watcher
-        return {
-            "mountpoint": str(self.mountpoint),
-            "pid": os.getpid(),
-            "sources": [
-                {"name": s.name, "path": s.template, "own": s.own} for s in self.config.sources
-            ],
-            "projects_listed": len(self.catalog.slugs()) if self.catalog.listed else 0,
-            "projects_loaded": len(projects),
-            "files": sum(len(p.tree) for p in projects.values()),
-            "left_out": left_out,
-            "requests": dict(self.stats.requests),
-            "requests_total": sum(self.stats.requests.values()),
-            "invalidations": self.kernel.sent,
-            "invalidation_errors": self.kernel.errors,
-            "commits": self.stats.commits,
-            "loads": watcher.loads if watcher is not None else 0,
-            "stale_swept": self.stats.stale_swept,
-            "stale_removed": self.stats.stale_removed,
-            "inodes": len(self.inodes),
-            "open_handles": len(self.files),
-            # Claude Code loads only the head of MEMORY.md (SPEC 1): whose merged index is
-            # longer, and whose own heads are older than another account's version.
-            "memory_over_limit": [
-                {"project": slug, "lines": o.lines, "bytes": o.size, "beyond": o.topics_beyond}
-                for slug, p in sorted(projects.items())
-                if (o := p.memory_over_limit()) is not None
-            ],
-            "stale_own_heads": [
-                {"project": slug, "path": path, "newer": newer}
-                for slug, p in sorted(projects.items())
-                for path, newer in p.stale_own_heads()
-            ],
-        }
+        return status.report(self)
 
     @_handler
     async def getxattr(self, inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> bytes:

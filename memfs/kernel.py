@@ -58,6 +58,8 @@ class Kernel:
         self.enabled = True  # off in adapter tests, where no kernel is attached
         self._queued: Counter[int] = Counter()  # inode -> invalidations queued, not sent
         self._cached: dict[int, _Cached] = {}
+        self._writers_coming: Counter[int] = Counter()  # inode -> O_TRUNC opens waiting
+        self._drained: dict[int, trio.Event] = {}  # inode -> set when its readers are gone
         self.sent = 0
         self.errors = 0
 
@@ -66,7 +68,7 @@ class Kernel:
     def open(self, ino: int, token: Token) -> bool | None:
         """How to serve an open of ``ino`` reading version ``token``: True through the
         page cache, its pages kept; None with direct I/O. Pair True with `closed`."""
-        if self._queued[ino]:
+        if self._queued[ino] or self._writers_coming[ino]:
             return None
         cached = self._cached.get(ino)
         if cached is None:
@@ -94,6 +96,28 @@ class Kernel:
         cached = self._cached.get(ino)
         if cached is not None and cached.readers:
             cached.readers -= 1
+            if not cached.readers and ino in self._drained:
+                self._drained.pop(ino).set()
+
+    async def truncating(self, ino: int, patience: float) -> None:
+        """An open with O_TRUNC is about to let the kernel set the inode's size to 0 for
+        everyone (atomic_o_trunc): let the opens reading through the page cache finish
+        first (at most ``patience`` seconds), and send every new one past it meanwhile,
+        so that no reader's read is cut at 0. Pair with `truncated`."""
+        self._writers_coming[ino] += 1
+        cached = self._cached.get(ino)
+        if cached is None or not cached.readers:
+            return
+        drained = self._drained.setdefault(ino, trio.Event())
+        with trio.move_on_after(patience):
+            await drained.wait()
+
+    def truncated(self, ino: int) -> None:
+        left = self._writers_coming[ino] - 1
+        if left > 0:
+            self._writers_coming[ino] = left
+        else:
+            del self._writers_coming[ino]
 
     def forgotten(self, ino: int) -> None:
         """The kernel dropped the inode: nothing of it is cached any more."""

@@ -38,6 +38,12 @@ PROJECT = "/home/u/src/stressed"
 SLUG = slug_of(Path(PROJECT))
 SECONDS = 2  # per stressor: "a few seconds each", and the module under 4 minutes
 RUN_DEADLINE = 40.0  # seconds: a hard cap on one stress-ng run (subprocess timeout)
+# Stressors whose bogo count is a race the filesystem's open latency decides, not a
+# correctness check: lease counts the write leases its holder takes between its breakers'
+# opens, and F_SETLEASE fails (EAGAIN) while any open of the file is in flight. On FUSE an
+# open is a round trip to the daemon: eight 2 s runs on one memfs mount counted 4 to 1,920
+# leases, and a run may end with none. It must still exit 0 with no failure line.
+RACES_ON_OPEN_LATENCY = frozenset({"lease"})
 SOON = 5.0  # seconds: releases the kernel sends after close() (stage files dropped)
 STAGE_PREFIX = ".memfs-stage."
 BIG_FILES = 1 << 30  # max_file_bytes for these runs: copy-file needs 128 MiB at least
@@ -85,7 +91,7 @@ STRESSORS: dict[str, tuple[str, ...]] = {
     "aiol": (),
     "hdd": ("--hdd-bytes", MIB),
     "readahead": ("--readahead-bytes", MIB),
-    "revio": (),
+    "revio": ("--revio-bytes", MIB),
     "seek": ("--seek-size", MIB),
 }
 
@@ -266,7 +272,8 @@ def test_stressor_passes_on_a_project_folder(
     assert "successful run completed" in output, report
     ops = bogo_ops(output, stressor)
     assert ops is not None, f"no metrics row for {stressor}:\n{report}"
-    assert ops > 0, f"{stressor} did no bogo operation:\n{report}"
+    if stressor not in RACES_ON_OPEN_LATENCY:
+        assert ops > 0, f"{stressor} did no bogo operation:\n{report}"
     # Nothing the stressor made is left: its temp folder is gone through the mount and on
     # disk (an unlinked file never comes back), and so is every stage file (after release).
     wait_until(

@@ -1,0 +1,56 @@
+"""`memfs status`: what a running mount reports about itself (SPEC 8).
+
+Adapter side: reads the adapter's state on the trio thread and returns plain JSON-ready
+data, which `fs.MemFS.getxattr` serves as the ``user.memfs.status`` xattr of the root and
+cli.py prints. Must not import pyfuse3 (cli.py reads the name of the xattr from here).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from memfs.fs import MemFS
+
+STATUS_XATTR = "user.memfs.status"
+
+
+def report(ops: MemFS) -> dict[str, Any]:
+    projects = ops.catalog.loaded()
+    watcher = ops.watcher
+    return {
+        "mountpoint": str(ops.mountpoint),
+        "pid": os.getpid(),
+        "sources": [{"name": s.name, "path": s.template, "own": s.own} for s in ops.config.sources],
+        "projects_listed": len(ops.catalog.slugs()) if ops.catalog.listed else 0,
+        "projects_loaded": len(projects),
+        "files": sum(len(p.tree) for p in projects.values()),
+        "left_out": [
+            {"project": slug, "source": src, "path": path, "why": why}
+            for slug, p in projects.items()
+            for src, path, why in p.counts.left_out
+        ],
+        "requests": dict(ops.stats.requests),
+        "requests_total": sum(ops.stats.requests.values()),
+        "invalidations": ops.kernel.sent,
+        "invalidation_errors": ops.kernel.errors,
+        "commits": ops.stats.commits,
+        "loads": watcher.loads if watcher is not None else 0,
+        "stale_swept": ops.stats.stale_swept,
+        "stale_removed": ops.stats.stale_removed,
+        "inodes": len(ops.inodes),
+        "open_handles": len(ops.files),
+        # Claude Code loads only the head of MEMORY.md (SPEC 1): whose merged index is
+        # longer, and whose own heads are older than another account's version.
+        "memory_over_limit": [
+            {"project": slug, "lines": o.lines, "bytes": o.size, "beyond": o.topics_beyond}
+            for slug, p in sorted(projects.items())
+            if (o := p.memory_over_limit()) is not None
+        ],
+        "stale_own_heads": [
+            {"project": slug, "path": path, "newer": newer}
+            for slug, p in sorted(projects.items())
+            for path, newer in p.stale_own_heads()
+        ],
+    }
