@@ -44,18 +44,36 @@ class Catalog:
         self._slugs: SortedDict[str, set[tuple[int, str]]] | None = None
         self._projects: dict[str, Project] = {}  # canonical slug -> loaded project
         self._empty: dict[str, Project] = {}  # canonical slug no source holds -> its view
+        self._early: list[tuple[bool, int, str]] = []  # root changes before the listing
 
     @property
     def listed(self) -> bool:
         return self._slugs is not None
 
     def load_listing(self) -> None:
-        """List every source's root (disk I/O; once)."""
+        """List every source's root now (disk I/O; once)."""
         if self._slugs is None:
-            self._slugs = SortedDict()
-            for i, source in enumerate(self.config.sources):
-                for name in sources.list_slug_folders(source.root):
-                    self._add(i, name)
+            self.set_listing(self.read_listing())
+
+    def read_listing(self) -> list[tuple[int, str]]:
+        """Every (source, folder name) in the sources' roots: disk I/O, changes nothing (a
+        worker thread runs it; `set_listing` takes the result in)."""
+        return [
+            (i, name)
+            for i, source in enumerate(self.config.sources)
+            for name in sources.list_slug_folders(source.root)
+        ]
+
+    def set_listing(self, found: list[tuple[int, str]]) -> None:
+        """Take in a listing, and what the watcher reported while it was read."""
+        if self._slugs is not None:
+            return
+        self._slugs = SortedDict()
+        for i, name in found:
+            self._add(i, name)
+        early, self._early = self._early, []
+        for added, i, name in early:
+            (self.folder_added if added else self.folder_removed)(i, name)
 
     def _listing(self) -> SortedDict[str, set[tuple[int, str]]]:
         self.load_listing()  # a no-op once listed: the adapter lists from a worker first
@@ -130,7 +148,8 @@ class Catalog:
     def folder_added(self, source: int, name: str) -> str | None:
         """A slug folder appeared in a source's root; returns its canonical slug."""
         if self._slugs is None:
-            return None  # nothing listed yet: the first listing will see it
+            self._early.append((True, source, name))  # taken in after the first listing
+            return None
         canonical = self._add(source, name)
         if canonical is None:
             return None
@@ -143,7 +162,10 @@ class Catalog:
         return canonical
 
     def folder_removed(self, source: int, name: str) -> str | None:
-        if self._slugs is None or not sources.valid_name(name):
+        if self._slugs is None:
+            self._early.append((False, source, name))
+            return None
+        if not sources.valid_name(name):
             return None
         canonical = slugs.canonical_slug(name)
         folders = self._slugs.get(canonical)

@@ -132,7 +132,7 @@ class MemFS(pyfuse3.Operations):
         if self.watcher is not None:
             await self.watcher.listing()
         elif not self.catalog.listed:
-            await trio.to_thread.run_sync(self.catalog.load_listing)
+            self.catalog.set_listing(await trio.to_thread.run_sync(self.catalog.read_listing))
 
     async def _project(self, slug: str) -> Project:
         """``slug``'s project, loaded off this thread on first use; an empty one for a

@@ -31,6 +31,10 @@ class Here:
         cwd = procs.cwd(pid)
         if cwd is None:
             return None
+        if cwd == self.mount:
+            # At the mount's root: a tool walking a path down to `here` (`mkdir -p`) stands
+            # there for a moment; its user's folder is the one its shell started it in.
+            cwd = procs.shell_folder(pid) or cwd
         if cwd == self.mount or cwd.startswith(self.mount + "/"):
             # Inside the mount itself: walking up for .git would call back into this very
             # process and deadlock; the project is the first component.

@@ -66,3 +66,20 @@ def cwd(pid: int) -> str | None:
         return os.readlink(f"/proc/{pid}/cwd")
     except OSError:
         return None
+
+
+def shell_folder(pid: int) -> str | None:
+    """The ``PWD`` a process was started with: its shell's working folder.
+
+    `mkdir -p` and other tools that walk a path change into each folder on the way, so
+    their own working folder may be the mount's root while their user stands elsewhere.
+    """
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            for item in f.read().split(b"\0"):
+                if item.startswith(b"PWD="):
+                    found = os.fsdecode(item[4:])
+                    return found if found.startswith("/") else None
+    except OSError:
+        pass
+    return None

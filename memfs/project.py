@@ -216,13 +216,29 @@ class Project:
             else:
                 self._leave_out(i, f.path, why)
         new = {f.path: f for f in files}
-        old = [p for p, vs in self._versions.items() if i in vs and p not in new]
+        # A scan says nothing of what lies below a folder it did not read (too deep, or
+        # unreadable for a moment): what was known there stays (SPEC 7.6).
+        unread = tuple(
+            f"{path}/" if path else ""
+            for path, why in scan.left_out
+            if why.startswith(sources.NOT_READ)
+        )
+        old = [
+            p
+            for p, vs in self._versions.items()
+            if i in vs and p not in new and not (unread and p.startswith(unread))
+        ]
         for path in old:
             self.observe(i, path, None, at_ns)
         for f in files:
             self.observe(i, f.path, f, at_ns)
         new_dirs = set(scan.dirs)
-        for path in [p for p, os_ in self._dirs.items() if i in os_ and p not in new_dirs]:
+        gone = [
+            p
+            for p, os_ in self._dirs.items()
+            if i in os_ and p not in new_dirs and not (unread and f"{p}/".startswith(unread))
+        ]
+        for path in gone:
             self.observe_dir(i, path, False, at_ns)
         for path in new_dirs:
             self.observe_dir(i, path, True, at_ns)

@@ -30,6 +30,7 @@ STAGE_PREFIX = names.STAGE_PREFIX
 NAME_MAX = 255
 # Deeper folders are left out: a scan must never exhaust the stack on a hostile tree.
 MAX_DEPTH = 64
+NOT_READ = "not read: "  # the left-out reason of a folder a scan did not look into
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
@@ -135,7 +136,7 @@ def _scan_dir(fd: int, prefix: str, max_bytes: int, out: Scan, depth: int) -> No
     try:
         entries = list(os.scandir(fd))
     except OSError as exc:
-        out.left_out.append((prefix, f"cannot list: {exc.strerror}"))
+        out.left_out.append((prefix.rstrip("/"), f"{NOT_READ}cannot list: {exc.strerror}"))
         return
     for entry in entries:
         name = entry.name
@@ -155,7 +156,8 @@ def _scan_dir(fd: int, prefix: str, max_bytes: int, out: Scan, depth: int) -> No
                 out.by_name.append((_file_stat(path, st), by_name))
             elif is_dir:
                 if depth >= MAX_DEPTH:
-                    out.left_out.append((path, f"deeper than {MAX_DEPTH} folders"))
+                    out.dirs.append(path)  # it is there; what it holds is not read
+                    out.left_out.append((path, f"{NOT_READ}deeper than {MAX_DEPTH} folders"))
                 else:
                     _scan_subdir(fd, name, path, max_bytes, out, depth + 1)
             else:
@@ -172,7 +174,7 @@ def _scan_subdir(fd: int, name: str, path: str, max_bytes: int, out: Scan, depth
     try:
         child = os.open(name, DIR_FLAGS, dir_fd=fd)
     except OSError as exc:
-        out.left_out.append((path, f"cannot open folder: {exc.strerror}"))
+        out.left_out.append((path, f"{NOT_READ}cannot open folder: {exc.strerror}"))
         return
     try:
         out.dirs.append(path)

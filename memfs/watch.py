@@ -192,7 +192,10 @@ class Watcher:
     async def listing(self) -> None:
         """The catalog's listing of every source root, read once in a worker."""
         if not self.catalog.listed:
-            await self._once("", lambda: trio.to_thread.run_sync(self.catalog.load_listing))
+            await self._once("", self._list)
+
+    async def _list(self) -> None:
+        self.catalog.set_listing(await trio.to_thread.run_sync(self.catalog.read_listing))
 
     async def load(self, slug: str) -> Project | None:
         """The loaded project of ``slug``, built off the trio thread on first use; None

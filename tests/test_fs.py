@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import stat
+import subprocess
 from collections.abc import Awaitable
 from dataclasses import dataclass
 from pathlib import Path
@@ -678,8 +679,22 @@ async def test_readlink_here_inside_the_mount_is_the_first_component(
     me = FakeContext(pid=os.getpid())
     monkeypatch.chdir(sample.mnt / CLAUDE_SLUG / "sub")
     assert await ops.readlink(HERE_INODE, me) == CLAUDE_SLUG.encode()
-    monkeypatch.chdir(sample.mnt)
-    assert await fuse_errno(ops.readlink(HERE_INODE, me)) == errno.ENOENT
+    # At the mount's root (where `mkdir -p` stands for a moment on its way down), `here`
+    # names the project of the folder the process was started in (its PWD), if any.
+    elsewhere = sample.home.home / "src" / "other"
+    elsewhere.mkdir(parents=True)
+    for pwd, want in ((sample.mnt, None), (elsewhere, claude_slug(str(elsewhere)))):
+        env = {"PATH": os.environ.get("PATH", ""), "PWD": str(pwd)}
+        # A stand-in caller, killed at once: nothing here waits on it.
+        with subprocess.Popen(["sleep", "30"], cwd=sample.mnt, env=env) as walker:  # noqa: ASYNC220
+            try:
+                ctx = FakeContext(pid=walker.pid)
+                if want is None:
+                    assert await fuse_errno(ops.readlink(HERE_INODE, ctx)) == errno.ENOENT
+                else:
+                    assert await ops.readlink(HERE_INODE, ctx) == want.encode()
+            finally:
+                walker.kill()
 
 
 async def test_readlink_of_anything_but_here_is_einval(sample: Sample) -> None:
