@@ -38,7 +38,8 @@ from memfs.config import Config
 from memfs.here import Here
 from memfs.inodes import HERE, HERE_INODE, HERE_KEY, ROOT_INODE, ROOT_KEY, Inodes, Key
 from memfs.kernel import Kernel
-from memfs.project import MEMORY, PREAMBLE, Kind, Leaf, Origin, Project, empty_preamble
+from memfs.project import MEMORY, PREAMBLE, Kind, Leaf, Origin, Project
+from memfs.renderings import Renderings
 from memfs.tree import ancestors, parent_of
 from memfs.watch import Watcher
 from memfs.writing import OpenFile, OpenFiles
@@ -100,15 +101,15 @@ class MemFS(pyfuse3.Operations):
         self.kernel = Kernel()
         self.inodes = Inodes()
         self.files = OpenFiles()
-        self._uid, self._gid = os.getuid(), os.getgid()
-        self.shown = Shown(config, self.catalog, self.files, self._preamble_size, *self._owner())
+        self.renderings = Renderings(config, self.catalog, self.inodes, self.mountpoint)
+        self.shown = Shown(
+            config, self.catalog, self.files, self._preamble_size, os.getuid(), os.getgid()
+        )
         self.here = Here(self.mountpoint)
         self.started_ns = self.shown.started_ns
         self._listings: dict[int, list[tuple[str, Key]]] = {}  # dir handle -> snapshot
         self._next_dh = 1
         self._commit_lock = trio.Lock()  # one plan at a time: history names stay ordered
-        # PREAMBLE.md inode -> the one rendering it shows, for as long as the kernel holds it
-        self._snapshots: dict[int, bytes] = {}
         self.watcher: Watcher | None = None  # set by mount.py; adapter tests run without
 
     @property
@@ -123,8 +124,7 @@ class MemFS(pyfuse3.Operations):
         self.catalog._check()
         for f in self.files:
             assert self.inodes.key(f.ino) is not None, ("an open file with no inode", f.key)
-        for ino in self._snapshots:
-            assert self.inodes.key(ino) is not None, ("a rendering of no inode", ino)
+        self.renderings._check()
 
     # --- loading (off this thread) ----------------------------------------------------
 
@@ -187,7 +187,7 @@ class MemFS(pyfuse3.Operations):
             self.inodes.forget(ino, n, self._exists)
             if self.inodes.key(ino) is None:
                 self.kernel.forgotten(ino)
-                self._snapshots.pop(ino, None)
+                self.renderings.forgotten(ino)
 
     async def _attrs_of(self, ino: int, key: Key) -> pyfuse3.EntryAttributes:
         slug, path = key
@@ -196,18 +196,8 @@ class MemFS(pyfuse3.Operations):
         project = await self._project(slug) if slug and path else None
         return self.shown.of(ino, key, project)
 
-    def _owner(self) -> tuple[int, int]:
-        return (self._uid, self._gid)
-
     def _preamble_size(self, ino: int, project: Project) -> int:
-        return len(self._snapshots.get(ino) or self._preamble(project))
-
-    def _preamble(self, project: Project) -> bytes:
-        files_at = f"{self.mountpoint}/{project.slug}"
-        if not self.catalog.has(project.slug):
-            # No memory yet: the frame says so, and where the first write lands (SPEC 4).
-            return empty_preamble(self.config, project.slug, files_at)
-        return project.preamble(files_at)
+        return len(self.renderings.of(ino, project))
 
     def _as_seen_by(
         self, attrs: pyfuse3.EntryAttributes, ctx: pyfuse3.RequestContext, key: Key
@@ -272,33 +262,19 @@ class MemFS(pyfuse3.Operations):
         return self._as_seen_by(attrs, ctx, key)
 
     def _number(self, key: Key) -> int:
-        """The inode number of ``key``, when the kernel looks it up.
-
-        PREAMBLE.md gets a new number for each rendering that differs from the last: an
-        inode shows one rendering for ever (`_snapshots`), so no page the kernel caches,
-        nor the size it holds, can mix two of them, and PREAMBLE.md is served like a plain
-        file (its real size, the page cache, mmap). A change of the project only makes the
-        kernel look the name up again (`_publish`); what is open keeps its rendering.
-        """
+        """The inode number of ``key`` when the kernel looks it up (renderings.py says why
+        PREAMBLE.md gets a new one per rendering)."""
         if key[1] != PREAMBLE:
             return self.inodes.number(key)
         project = self.catalog.loaded().get(key[0]) or self.catalog.empty(key[0])
         assert project is not None
-        data = self._preamble(project)
-        ino = self.inodes.known(key)
-        if ino is not None and self._snapshots.get(ino, data) != data:
-            self.inodes.detach(key)
-            if self.inodes.key(ino) is None:  # the kernel held none of it
-                del self._snapshots[ino]
-        ino = self.inodes.number(key)
-        self._snapshots.setdefault(ino, data)
-        return ino
+        return self.renderings.number(key, project)
 
     @_handler
     async def getattr(self, inode: int, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
         self._count("getattr")
         key = self._key(inode)
-        if self.inodes.detached(inode) and inode not in self._snapshots:
+        if self.inodes.detached(inode) and not self.renderings.holds(inode):
             return self.shown.detached(inode)
         return self._as_seen_by(await self._attrs_of(inode, key), ctx, key)
 
@@ -352,8 +328,8 @@ class MemFS(pyfuse3.Operations):
             except pyfuse3.FUSEError:
                 continue  # vanished since opendir
             attrs.st_ino = self._number(key)
-            if key[1] == PREAMBLE:
-                attrs.st_size = len(self._snapshots[attrs.st_ino])
+            if key[1] == PREAMBLE and project is not None:
+                attrs.st_size = len(self.renderings.of(attrs.st_ino, project))
             if not pyfuse3.readdir_reply(token, os.fsencode(name), attrs, pos + 1):
                 return
             self.inodes.looked_up(attrs.st_ino)  # every accepted entry counts as a lookup
@@ -398,11 +374,11 @@ class MemFS(pyfuse3.Operations):
         """One version per open, and the page cache only where it holds that version
         (kernel.py states the rule)."""
         if leaf.kind is Kind.PREAMBLE:
-            # This inode shows one rendering, ever (see _number): its size and pages are that
+            # This inode shows one rendering, ever (renderings.py): its size and pages are that
             # one's. Reached through a name the kernel has not looked up again since the
             # project changed, it still serves that rendering, whole; the lookup queued by
             # the change brings the new one.
-            f.data = self._snapshots.get(f.ino) or self._preamble(project)
+            f.data = self.renderings.of(f.ino, project)
             return pyfuse3.FileInfo(fh=self.files.add(f), keep_cache=True)
         if leaf.kind is Kind.MEMORY:
             f.data = project.memory_index()
@@ -654,8 +630,8 @@ class MemFS(pyfuse3.Operations):
         self._count("setattr")
         key = self._key(inode)
         # Every file shows the mounting user: chown to what is shown changes nothing.
-        if (fields.update_uid and attr.st_uid != self._uid) or (
-            fields.update_gid and attr.st_gid != self._gid
+        if (fields.update_uid and attr.st_uid != self.shown.uid) or (
+            fields.update_gid and attr.st_gid != self.shown.gid
         ):
             raise _err(errno.EPERM)
         mode = attr.st_mode if fields.update_mode else None
@@ -670,11 +646,12 @@ class MemFS(pyfuse3.Operations):
             raise _err(errno.EPERM)  # the root and project folders are memfs's own
         self._writable(key)
         project = await self._project(key[0])
-        times = self._times(attr, fields, project, key[1]) if asked else None
+        planner = self._planner(project)
+        atime = attr.st_atime_ns if fields.update_atime else None
+        mtime = attr.st_mtime_ns if fields.update_mtime else None
+        times = planner.times(key[1], atime, mtime) if asked else None
         memory = project.memory_index() if key[1] == MEMORY else None
-        plan = self._planner(project).set_attrs(
-            key[1], mode=mode, size=size, times=times, memory=memory
-        )
+        plan = planner.set_attrs(key[1], mode=mode, size=size, times=times, memory=memory)
         await self._run(project, plan)
         return self.shown.of(inode, key, project)
 
@@ -696,11 +673,8 @@ class MemFS(pyfuse3.Operations):
         if mode is not None:
             stage.chmod(mode)
         if fields.update_atime or fields.update_mtime:
-            st = os.fstat(stage.fd)
-            atime = attr.st_atime_ns if fields.update_atime else st.st_atime_ns
-            mtime = attr.st_mtime_ns if fields.update_mtime else st.st_mtime_ns
-            os.utime(stage.fd, ns=(atime, mtime))
-            stage.dirty = True
+            atime = attr.st_atime_ns if fields.update_atime else None
+            stage.set_times(atime, attr.st_mtime_ns if fields.update_mtime else None)
         if self.inodes.detached(f.ino):
             return self.shown.detached(f.ino)
         # The committed file's attributes, not the stage's: the kernel applies a setattr
@@ -709,25 +683,6 @@ class MemFS(pyfuse3.Operations):
         attrs = self.shown.of(f.ino, f.key, await self._project(f.key[0]))
         attrs.attr_timeout = attrs.entry_timeout = 0
         return attrs
-
-    def _times(
-        self,
-        attr: pyfuse3.EntryAttributes,
-        fields: pyfuse3.SetattrFields,
-        project: Project,
-        path: str,
-    ) -> tuple[int, int]:
-        """utimensat's pair: what is not asked for keeps its value (SPEC 7.6)."""
-        v = project.head(path)
-        old_m = v.mtime_ns if v is not None else time.time_ns()
-        old_a = (v.atime_ns or v.mtime_ns) if v is not None else old_m
-        found = project.folder_stat(path) if v is None else None
-        if found is not None:
-            old_a = found.atime_ns or found.mtime_ns
-            old_m = found.mtime_ns
-        atime = attr.st_atime_ns if fields.update_atime else old_a
-        mtime = attr.st_mtime_ns if fields.update_mtime else old_m
-        return (atime, mtime)
 
     @_handler
     async def unlink(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
@@ -941,36 +896,7 @@ class MemFS(pyfuse3.Operations):
             self._publish(project)
 
     def _publish(self, project: Project) -> None:
-        """Queue what the kernel must forget about ``project``'s changed view paths."""
-        changes = project.tree.changes
-        if not changes:
-            return
-        slug = project.slug
-        for path in changes:
-            # A name that is gone must leave the kernel's dentry cache. A name that still
-            # holds a file or folder keeps its dentry and inode number: forgetting the
-            # inode's attributes and pages is enough; a new name was never cached (ENOENT
-            # answers are not). That also spares the folder lock an entry invalidation
-            # takes, which writers in that folder hold while memfs answers them: were memfs
-            # killed then, the invalidating thread would wait for ever and keep the dead
-            # daemon's connection open.
-            if project.tree.leaf(path) is None and not project.tree.is_dir(path):
-                parent, name = parent_of(path)
-                parent_ino = self.inodes.known((slug, parent))
-                if parent_ino is not None:
-                    self.kernel.entry(parent_ino, name)
-            ino = self.inodes.known((slug, path))
-            if ino is not None:
-                self.kernel.inode(ino)
-        changes.clear()
-        # Derived files change with any of their inputs. PREAMBLE.md's inode never changes
-        # (see _number): the kernel looks the name up again and finds the new rendering.
-        memory = self.inodes.known((slug, MEMORY))
-        if memory is not None:
-            self.kernel.inode(memory)
-        folder = self.inodes.known((slug, ""))
-        if folder is not None and self.inodes.known((slug, PREAMBLE)) is not None:
-            self.kernel.entry(folder, PREAMBLE)
+        self.kernel.publish(project, self.inodes.known)
 
     # The watcher's Listener protocol.
     def project_changed(self, project: Project) -> None:
@@ -980,11 +906,7 @@ class MemFS(pyfuse3.Operations):
         self.publish_root(slug)
 
     def publish_root(self, slug: str) -> None:
-        """A project appeared, vanished or was loaded at the root."""
-        self.kernel.entry(ROOT_INODE, slug)
-        for ino in (self.inodes.known((slug, "")), ROOT_INODE):
-            if ino is not None:
-                self.kernel.inode(ino)
+        self.kernel.publish_root(slug, self.inodes.known)
 
     # --- status ----------------------------------------------------------------------
 

@@ -33,11 +33,15 @@ import logging
 import math
 import os
 from collections import Counter
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
 import pyfuse3
 import trio
+
+from memfs.inodes import ROOT_INODE, Key
+from memfs.project import MEMORY, PREAMBLE, Project
+from memfs.tree import parent_of
 
 log = logging.getLogger(__name__)
 
@@ -135,6 +139,46 @@ class Kernel:
         if self.enabled:
             self._queued[ino] += 1
             self._send.send_nowait(("inode", ino, b""))
+
+    def publish(self, project: Project, known: Callable[[Key], int | None]) -> None:
+        """Queue what the kernel must forget of ``project``'s changed view paths;
+        ``known`` gives the inode number the kernel may hold for a path."""
+        changes = project.tree.changes
+        if not changes:
+            return
+        slug = project.slug
+        for path in changes:
+            # A name that is gone must leave the kernel's dentry cache. A name that still
+            # holds a file or folder keeps its dentry and inode number: forgetting the
+            # inode's attributes and pages is enough; a new name was never cached (ENOENT
+            # answers are not). That also spares the folder lock an entry invalidation
+            # takes, which writers in that folder hold while memfs answers them: were memfs
+            # killed then, the invalidating thread would wait for ever and keep the dead
+            # daemon's connection open.
+            if project.tree.leaf(path) is None and not project.tree.is_dir(path):
+                parent, name = parent_of(path)
+                parent_ino = known((slug, parent))
+                if parent_ino is not None:
+                    self.entry(parent_ino, name)
+            ino = known((slug, path))
+            if ino is not None:
+                self.inode(ino)
+        changes.clear()
+        # Derived files change with any of their inputs. PREAMBLE.md's inode never changes
+        # (renderings.py): the kernel looks the name up again and finds the new rendering.
+        memory = known((slug, MEMORY))
+        if memory is not None:
+            self.inode(memory)
+        folder = known((slug, ""))
+        if folder is not None and known((slug, PREAMBLE)) is not None:
+            self.entry(folder, PREAMBLE)
+
+    def publish_root(self, slug: str, known: Callable[[Key], int | None]) -> None:
+        """A project appeared, vanished or was loaded at the root."""
+        self.entry(ROOT_INODE, slug)
+        for ino in (known((slug, "")), ROOT_INODE):
+            if ino is not None:
+                self.inode(ino)
 
     def drain(self) -> set[tuple[str, int, bytes]]:
         """Take everything queued (the adapter tests read what a change queued)."""

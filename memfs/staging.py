@@ -192,6 +192,13 @@ class Stage:
             self._new_temp(old)
             os.close(old)
 
+    def set_times(self, atime_ns: int | None, mtime_ns: int | None) -> None:
+        """futimens: None keeps what the stage has (UTIME_OMIT)."""
+        st = os.fstat(self.fd)
+        atime = st.st_atime_ns if atime_ns is None else atime_ns
+        os.utime(self.fd, ns=(atime, st.st_mtime_ns if mtime_ns is None else mtime_ns))
+        self.dirty = True
+
     def chmod(self, mode: int) -> None:
         self.mode = stat.S_IMODE(mode)
         os.fchmod(self.fd, self.mode)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import errno
 import stat
+import time
 from dataclasses import dataclass, field
 
 from memfs import history, preamble, sources, staging, state
@@ -149,6 +150,14 @@ class Planner:
 
     def _place(self, path: str) -> staging.Place:
         return target_folder(self.catalog, self.project.slug, path)
+
+    def times(self, path: str, atime: int | None, mtime: int | None) -> tuple[int, int]:
+        """utimensat's pair for ``path``: what is not asked for keeps its value (SPEC 7.6)."""
+        v = self.project.head(path)
+        found = self.project.folder_stat(path) if v is None else None
+        old_m = v.mtime_ns if v is not None else found.mtime_ns if found else time.time_ns()
+        old_a = (v.atime_ns if v is not None else found.atime_ns if found else 0) or old_m
+        return (old_a if atime is None else atime, old_m if mtime is None else mtime)
 
     def commit(self, stage: staging.Stage, path: str, *, keep: bool) -> Plan:
         """A staged write becomes the file at ``path`` (SPEC 7.1, 7.2)."""
