@@ -60,6 +60,8 @@ class Doc:
         mtime_ns: its mtime; the handoff's heading and an index line show it.
         newer: set when this is the own source's version and another source holds a
             newer one: where to read that one (its ``.history/`` path in the view).
+        conflicts: how many unresolved conflict copies a sync tool left of it (SPEC 5.1);
+            they are versions under ``.history/<title>/``.
     """
 
     path: str
@@ -68,6 +70,7 @@ class Doc:
     source: str | None = None
     mtime_ns: int | None = None
     newer: str | None = None
+    conflicts: int = 0
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,7 @@ class IndexEntry:
         superseded: a handoff that is not the latest (SPEC 6.2).
         newer: as `Doc.newer`.
         not_text: known not to be text, so not inlined though it might have been.
+        conflicts: as `Doc.conflicts`.
     """
 
     name: str
@@ -91,6 +95,7 @@ class IndexEntry:
     superseded: bool = False
     newer: str | None = None
     not_text: bool = False
+    conflicts: int = 0
 
 
 @dataclass(frozen=True)
@@ -507,8 +512,16 @@ SUPERSEDED = "superseded handoff"
 NOT_TEXT = "not text, not inlined"
 
 
+def conflict_note(title: str, count: int) -> str:
+    """The mark of a file a sync tool could not reconcile: its copies are versions."""
+    copies = "1 unresolved conflict copy" if count == 1 else f"{count} unresolved conflict copies"
+    return f"{copies} under .history/{title}/"
+
+
 def _doc_piece(label: str, doc: Doc, notes: Sequence[str] = (), extra: bytes = b"") -> _Piece:
     notes = [*notes, *([STALE + doc.newer] if doc.newer is not None else [])]
+    if doc.conflicts:
+        notes.append(conflict_note(doc.title, doc.conflicts))
     about = b" (%s)" % _text("; ".join(notes)) if notes else b""
     heading = b"\n## %s: %s%s\n\n%s" % (label.encode(), _text(doc.title), about, extra)
     return _Piece(heading, strip_drift_header(doc.body), doc.path, doc.title)
@@ -560,6 +573,8 @@ def _index_line(entry: IndexEntry) -> bytes:
         notes.append(NOT_TEXT)
     if entry.newer is not None:
         notes.append(STALE + entry.newer)
+    if entry.conflicts:
+        notes.append(conflict_note(entry.name, entry.conflicts))
     line = b"- %s (%s)" % (_text(entry.name), _text("; ".join(notes)))
     if entry.description:
         line += b": " + _text(entry.description)
@@ -576,7 +591,15 @@ def _index_piece(rest: Sequence[IndexEntry], more: int, files_at: str) -> _Piece
 
 
 def _not_text_entry(doc: Doc) -> IndexEntry:
-    return IndexEntry(doc.title, len(doc.body), None, doc.mtime_ns, newer=doc.newer, not_text=True)
+    return IndexEntry(
+        doc.title,
+        len(doc.body),
+        None,
+        doc.mtime_ns,
+        newer=doc.newer,
+        not_text=True,
+        conflicts=doc.conflicts,
+    )
 
 
 def _frame(inp: PreambleInput) -> bytes:

@@ -718,6 +718,7 @@ class Project:
             superseded=superseded,
             newer=self._stale_mark(v, files_at, now, due),
             not_text=not_text,
+            conflicts=self.conflicts(v.path),
         )
 
     def _index_doc(self, files_at: str | None, now: int) -> tuple[Doc | None, int]:
@@ -773,7 +774,8 @@ class Project:
             return None
         where = f"{files_at}/{v.path}" if files_at else str(self.real_path(v))
         newer = self._stale_mark(v, files_at, now, due)
-        return preamble.Doc(where, v.path, body, self.source_name(v), v.mtime_ns, newer)
+        conflicts = self.conflicts(v.path)
+        return preamble.Doc(where, v.path, body, self.source_name(v), v.mtime_ns, newer, conflicts)
 
     def _newer_version(self, head: Version, now: int | None = None) -> tuple[Version | None, int]:
         """Another source's version newer than ``head`` when ``head`` is the own one.

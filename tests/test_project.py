@@ -702,6 +702,10 @@ def test_a_conflict_copy_is_a_version_of_its_original(fh: FakeHome) -> None:
     assert b"sync-conflict" not in text
     assert b"conflicted copy" not in text
     assert b"the losing edit" not in text
+    # The preamble marks a file with unresolved conflict copies, where they are (SPEC 5.1).
+    assert b"1 unresolved conflict copy under .history/notes.md/" in text
+    project.drop_version(1, CONFLICT)  # resolved: the copy is deleted
+    assert b"unresolved conflict" not in project.preamble(FILES_AT, now_ns=at(100))
 
 
 def test_conflict_copies_come_and_go_one_at_a_time(fh: FakeHome) -> None:
