@@ -275,7 +275,13 @@ class MemFS(pyfuse3.Operations):
         self._count("getattr")
         key = self._key(inode)
         if self.inodes.detached(inode) and not self.renderings.holds(inode):
-            return self.shown.detached(inode)
+            if self.files.of_inode(inode):
+                return self.shown.detached(inode)
+            # Replaced by a rename a moment ago, the kernel's entry not moved yet: what the
+            # name shows now, asked again next time.
+            attrs = await self._attrs_of(inode, key)
+            attrs.attr_timeout = attrs.entry_timeout = 0
+            return attrs
         return self._as_seen_by(await self._attrs_of(inode, key), ctx, key)
 
     @_handler
