@@ -1,8 +1,10 @@
 """Configuration: the TOML shape, its defaults, source discovery and the containment rules.
 
-SPEC 3. Pure core: imports neither pyfuse3 nor trio. Reads only the config file and a few
-``stat`` calls on candidate folders; every function takes the environment explicitly so
-tests never depend on the real home.
+SPEC 3. Role: turn the config file (or discovery) into an immutable `Config` that every
+other module reads. Pure core: must not import pyfuse3, trio or any other memfs module.
+Reads only the config file and a few ``stat`` calls on candidate folders, once,
+before a mount serves anything (so it is never on the request thread while serving); every
+function takes the environment explicitly so tests never depend on the real home.
 """
 
 from __future__ import annotations
