@@ -11,10 +11,11 @@ that no read ever combines two versions:
   and the cache holds this very version or nothing (``keep_cache``). If it may hold
   another, the open is served with direct I/O, and once nobody reads that other version
   the kernel is told to drop it; the next open then finds the cache clean.
-* The size: the kernel keeps one size per inode, asked for by whoever stats it. While an
-  open reads an older version through the page cache, the adapter answers that open's
-  caller with its version's size, everyone else with the current one, and lets the kernel
-  keep neither (fs.py, ``_as_seen_by``).
+* The size: the kernel keeps one size per inode, set by whoever stats it, and caps page
+  cache reads with it. While an open reads an older version through the page cache, every
+  caller is told that version's size and the kernel keeps it no longer than one request
+  (fs.py, ``_as_seen_by``); opens of the newer version are served with direct I/O, which
+  that size does not cap.
 * Otherwise the open is served with direct I/O: every read comes from the handle's own
   version, and direct reads are not capped by a size the kernel may hold from an older
   version.

@@ -114,11 +114,11 @@ class OpenFiles:
     def of_inode(self, ino: int) -> list[OpenFile]:
         return [f for f in self._by_fh.values() if f.ino == ino]
 
-    def cached_size(self, ino: int, pid: int) -> int | None:
-        """The size of the version ``pid`` reads through the page cache; None if it reads
-        none (kernel.py: only one version per inode is read that way at a time)."""
-        mine = next((f for f in self.of_inode(ino) if f.token is not None and f.pid == pid), None)
-        return mine.size() if mine is not None else None
+    def cached_size(self, ino: int) -> int | None:
+        """The size of the version read through the page cache of ``ino``; None if none is
+        (kernel.py: only one version per inode is read that way at a time)."""
+        reader = next((f for f in self.of_inode(ino) if f.token is not None), None)
+        return reader.size() if reader is not None else None
 
     def own_size(self, ino: int, pid: int) -> int | None:
         """The size ``pid`` sees while it writes ``ino`` itself; None for everyone else."""
