@@ -77,6 +77,8 @@ class Leaf:
 
 
 FOREVER_NS = 1 << 62
+SEEN_SLACK = 4096  # looks at vanished paths kept before they are pruned
+SEEN_KEEP_NS = 60 * 1_000_000_000  # far longer than any worker's read of the disk
 
 
 @dataclass
@@ -175,6 +177,8 @@ class Project:
         if self._seen.get((i, path), -1) > at_ns:
             return
         self._seen[(i, path)] = at_ns
+        if len(self._seen) > 2 * len(self._versions) + SEEN_SLACK:
+            self._forget_old_looks(at_ns)
         if isinstance(found, sources.FileStat):
             self.set_version(i, found)
             return
@@ -188,6 +192,12 @@ class Project:
         return next(
             (why for lab, p, why in self.counts.left_out if lab == label and p == path), None
         )
+
+    def _forget_old_looks(self, now_ns: int) -> None:
+        """Drop the looks at paths no origin holds any more, once older than any look a
+        worker could still bring back: every temp name a writer used would stay else."""
+        old = now_ns - SEEN_KEEP_NS
+        self._seen = {k: t for k, t in self._seen.items() if t > old or k[1] in self._versions}
 
     def observe_dir(self, i: int, path: str, present: bool, at_ns: int) -> None:
         """`observe` for a folder of origin ``i``."""

@@ -743,3 +743,22 @@ def test_a_memory_conflict_copy_joins_the_union(fh: FakeHome) -> None:
     assert leaf is not None
     assert leaf.kind is Kind.MEMORY
     assert project.conflicts("MEMORY.md") == 1
+
+
+def test_looks_at_vanished_paths_are_forgotten_in_time(fh: FakeHome) -> None:
+    # Every temp name a writer used is looked at twice (made, renamed away): the record of
+    # those looks must not grow for ever (the soak's RSS), nor forget a live path's.
+    from memfs import project as project_mod
+
+    write(fh.memory(".claude") / "kept.md", "kept", at(1))
+    project = load_project(fh.config())
+    start = 10**12
+    project.observe(0, "kept.md", FileStat("kept.md", 4, at(1)), start)
+    for n in range(3 * project_mod.SEEN_SLACK):
+        t = start + n * project_mod.SEEN_KEEP_NS // 100
+        name = f"kept.md.tmp.1.{n:012x}"
+        project.observe(0, name, FileStat(name, 1, at(2)), t)
+        project.observe(0, name, None, t + 1)
+    assert len(project._seen) <= 2 * project_mod.SEEN_SLACK
+    assert (0, "kept.md") in project._seen  # a path that is there keeps its look
+    project._check()
