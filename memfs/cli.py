@@ -283,16 +283,19 @@ def format_status(status: Mapping[str, Any]) -> list[str]:
         f"projects: {status['projects_listed']} listed, {status['projects_loaded']} loaded"
     )
     left_out = status["left_out"]
-    lines.append(f"files: {status['files']} shown, {len(left_out)} left out")
+    n_left = status.get("left_out_count", len(left_out))
+    lines.append(f"files: {status['files']} shown, {n_left} left out")
     lines += _listed(
         left_out,
         lambda i: f"  left out {i['project']}/{i['path']} ({i['source']}): {i['why']}",
+        n_left,
     )
     over = status.get("memory_over_limit") or []
     if over:
+        n_over = status.get("memory_over_limit_count", len(over))
         lines.append(
             f"MEMORY.md longer than Claude Code loads ({CLAUDE_LINES} lines or "
-            f"{CLAUDE_BYTES:,} bytes) in {len(over)} project{'s' if len(over) != 1 else ''}:"
+            f"{CLAUDE_BYTES:,} bytes) in {n_over} project{'s' if n_over != 1 else ''}:"
         )
         lines += _listed(
             over,
@@ -300,12 +303,16 @@ def format_status(status: Mapping[str, Any]) -> list[str]:
                 f"  {i['project']}: {i['lines']} lines, {i['bytes']:,} bytes; "
                 f"{i['beyond']} linked topic{'s' if i['beyond'] != 1 else ''} beyond the limit"
             ),
+            n_over,
         )
     stale = status.get("stale_own_heads") or []
     if stale:
-        lines.append(f"own files older than another source's version: {len(stale)}")
+        n_stale = status.get("stale_own_heads_count", len(stale))
+        lines.append(f"own files older than another source's version: {n_stale}")
         lines += _listed(
-            stale, lambda i: f"  {i['project']}/{i['path']}: newer is {i['project']}/{i['newer']}"
+            stale,
+            lambda i: f"  {i['project']}/{i['path']}: newer is {i['project']}/{i['newer']}",
+            n_stale,
         )
     lines.append(f"requests: {status['requests_total']} {status['requests']}")
     lines.append(
@@ -315,10 +322,16 @@ def format_status(status: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def _listed(items: Sequence[Any], line: Callable[[Any], str]) -> list[str]:
+def _listed(
+    items: Sequence[Any], line: Callable[[Any], str], total: int | None = None
+) -> list[str]:
+    """The first items of a list; ``total`` is its full length (the daemon cuts long lists
+    to fit in an xattr, status.LISTED)."""
+    total = len(items) if total is None else total
     shown = [line(item) for item in items[:SHOWN]]
-    if len(items) > SHOWN:
-        shown.append(f"  ... and {len(items) - SHOWN} more (memfs status --json lists all)")
+    if total > SHOWN:
+        more = f"--json lists the first {len(items)}" if total > len(items) else "--json lists all"
+        shown.append(f"  ... and {total - SHOWN} more (memfs status {more})")
     return shown
 
 

@@ -14,9 +14,21 @@ if TYPE_CHECKING:
     from memfs.fs import MemFS
 
 STATUS_XATTR = "user.memfs.status"
+# An xattr value holds at most 64 KiB (XATTR_SIZE_MAX): each list is cut to this many items,
+# and its full length is given beside it as ``<name>_count``.
+LISTED = 100
 
 
 def report(ops: MemFS) -> dict[str, Any]:
+    found = _report(ops)
+    for name in ("left_out", "memory_over_limit", "stale_own_heads"):
+        items = found[name]
+        found[f"{name}_count"] = len(items)
+        found[name] = items[:LISTED]
+    return found
+
+
+def _report(ops: MemFS) -> dict[str, Any]:
     projects = ops.catalog.loaded()
     watcher = ops.watcher
     return {

@@ -1131,3 +1131,19 @@ async def test_opening_for_write_stages_nothing_until_the_first_write(sample: Sa
     await ops.release(info.fh)
     assert (sample.own / "a.md").read_bytes() == OWN_A.encode() + b"more\n"
     assert stage_leftovers(sample.home.home) == []
+
+
+async def test_status_fits_in_an_xattr_however_many_stale_heads(tmp_path: Path) -> None:
+    # An xattr value holds at most 64 KiB: long lists are cut, their lengths given beside.
+    home = fake_home(tmp_path)
+    own, work = home.memory(".claude"), home.memory(".claude-work")
+    for n in range(600):
+        write(own / f"topic-with-a-long-name-{n:04}.md", "own\n", at(1))
+        write(work / f"topic-with-a-long-name-{n:04}.md", "newer\n", at(2))
+    ops = build(home, tmp_path / "mnt")
+    await walk(ops, f"{CLAUDE_SLUG}/topic-with-a-long-name-0000.md")  # loads the project
+    status = ops.status()
+    assert status["stale_own_heads_count"] == 600
+    assert len(status["stale_own_heads"]) == 100
+    raw = await ops.getxattr(ROOT_INODE, STATUS_XATTR, CTX)
+    assert len(raw) < 65_536
