@@ -110,7 +110,23 @@ class MemFS(pyfuse3.Operations):
         self._listings: dict[int, list[tuple[str, Key]]] = {}  # dir handle -> snapshot
         self._next_dh = 1
         self._commit_lock = trio.Lock()  # one plan at a time: history names stay ordered
-        self.watcher: Watcher | None = None  # set by mount.py; adapter tests run without
+        self._watcher: Watcher | None = None
+
+    @property
+    def watcher(self) -> Watcher | None:
+        return self._watcher
+
+    @watcher.setter
+    def watcher(self, watcher: Watcher | None) -> None:
+        """Set by mount.py (adapter tests run without one): it loads projects off this
+        thread, and renders their PREAMBLE.md and MEMORY.md there before publishing."""
+        self._watcher = watcher
+        if watcher is not None:
+            watcher.warm = self._warm
+
+    def _warm(self, project: Project) -> None:
+        project.preamble(f"{self.mountpoint}/{project.slug}")
+        project.memory_index()
 
     @property
     def invalidator(self) -> Kernel:

@@ -184,6 +184,9 @@ class Watcher:
         self.events = 0
         self.overflows = 0
         self.loads = 0
+        # Called in the worker on a project just built, before anyone sees it: the adapter
+        # renders what the first requests will ask for (PREAMBLE.md reads up to 50 files).
+        self.warm: Callable[[Project], object] | None = None
         for i in range(len(catalog.config.sources)):
             self._watch_root(i)
 
@@ -245,6 +248,8 @@ class Watcher:
             scan, added = self._settle(slug, i, origin, set())
             project.rescan(i, scan, at)
             pairs += added
+        if self.warm is not None:
+            self.warm(project)  # still nobody else's: its first renderings cost no request
         return project, pairs
 
     def _settle(
