@@ -21,6 +21,7 @@ import functools
 import json
 import logging
 import os
+import stat
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -702,10 +703,9 @@ class MemFS(pyfuse3.Operations):
             stage.set_times(atime, attr.st_mtime_ns if fields.update_mtime else None)
         if self.inodes.detached(f.ino):
             return self.shown.detached(f.ino)
-        # The committed file's attributes, not the stage's: the kernel applies a setattr
-        # reply to the inode every reader shares (a smaller size would cut their reads).
-        # It asks again at once, and the writer's thread then sees its own (_as_seen_by).
-        attrs = self.shown.of(f.ino, f.key, await self._project(f.key[0]))
+        # The writer's own attributes, kept by the kernel no longer than this request:
+        # tools that truncate check the size the kernel then holds (RLIMIT_FSIZE, EFBIG).
+        attrs = self.shown.entry(f.ino, stat.S_IFREG | stage.mode, stage.size(), time.time_ns())
         attrs.attr_timeout = attrs.entry_timeout = 0
         return attrs
 
@@ -719,20 +719,24 @@ class MemFS(pyfuse3.Operations):
         project = await self._project(key[0])
         if project.tree.leaf(key[1]) is None and self.files.pending(key) is not None:
             # A file still being written: it never lands (its stage goes at release).
-            self._gone(key)
+            await self._gone(key)
             return
         planner = self._planner(project)
         left_out = project.tree.leaf(key[1]) is None and project.left_out_in(planner.own, key[1])
         plan = planner.unlink_left_out(key[1]) if left_out else planner.unlink(key[1])
         await self._run(project, plan)
-        self._gone(key)
+        await self._gone(key)
 
-    def _gone(self, key: Key) -> None:
-        """``key`` was unlinked: what is open on it stays usable and never commits."""
-        self.files.gone(key)
+    async def _gone(self, key: Key) -> None:
+        """``key`` was unlinked: what is open on it stays usable and never commits; the
+        temp files of its stages go now (their descriptors keep the bytes), so that its
+        folder can be removed before the kernel's late release."""
+        stages = [f.stage for f in self.files.gone(key) if f.stage is not None]
         ino = self.inodes.detach(key)
         if ino is not None:
             self.kernel.inode(ino)  # its st_nlink is 0 now
+        for stage in stages:
+            await trio.to_thread.run_sync(stage.forget_temp)
 
     @_handler
     async def mkdir(

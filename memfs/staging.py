@@ -109,6 +109,7 @@ class Stage:
         self.name = name
         self.mode = mode
         self.dirty = False
+        self.dead = False  # its name was unlinked: it never commits (forget_temp)
         self.kept: list[str] = []  # names the last commit added to or pruned from its Keep
         self._dir_fd = open_dir(folder, create=True)
         self.temp = ""
@@ -183,10 +184,19 @@ class Stage:
     def size(self) -> int:
         return os.fstat(self.fd).st_size
 
+    def forget_temp(self) -> None:
+        """Its name was unlinked while open: the temp file goes now, its descriptor keeps
+        the bytes for the writer, and it never commits."""
+        if self.temp:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.temp, dir_fd=self._dir_fd)
+            self.temp = ""
+        self.dead = True
+
     def _restage_if_committed(self) -> None:
         # After a commit the descriptor names the live target; a later write on the same
         # handle (a dup'd descriptor closed first) must not edit it in place.
-        if not self.temp:
+        if not self.temp and not self.dead:
             old = self.fd
             self.mode = stat.S_IMODE(os.fstat(old).st_mode)  # keep a chmod made since
             self._new_temp(old)

@@ -127,13 +127,15 @@ class OpenFiles:
 
     # --- names that change under open files ----------------------------------------
 
-    def gone(self, key: Key) -> None:
+    def gone(self, key: Key) -> list[OpenFile]:
         """``key`` was unlinked or replaced: what is open on it keeps its descriptors, but
-        never commits, so it can never bring the name back (SPEC 7.6)."""
-        for f in self._by_fh.values():
-            if f.key == key and f.writer:
-                f.discard = True
+        never commits, so it can never bring the name back (SPEC 7.6). Returns its
+        writers."""
+        writers = [f for f in self._by_fh.values() if f.key == key and f.writer]
+        for f in writers:
+            f.discard = True
         self._pending.pop(key, None)
+        return writers
 
     def moved(self, src: Key, dst: Key) -> list[OpenFile]:
         """``src`` (and what lies below it) was renamed to ``dst``: open files follow.

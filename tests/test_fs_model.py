@@ -738,9 +738,8 @@ class Run:
         attrs = pyfuse3.EntryAttributes()
         attrs.st_size = size
         fields = SetattrFields(update_size=True)
-        await self.kernel.call(self.ops.setattr(w.ino, attrs, fields, fh, WRITER))
-        # The reply is the committed file's (the kernel shares it with every reader); the
-        # writer's own size comes from getattr, asked by the writer.
+        done = await self.kernel.call(self.ops.setattr(w.ino, attrs, fields, fh, WRITER))
+        self.expect(done.st_size == size, f"ftruncate answered size {done.st_size}")
         seen = await self.kernel.call(self.ops.getattr(w.ino, WRITER))
         self.expect(seen.st_size == size, f"after ftruncate the writer sees {seen.st_size}")
         w.data = w.data[:size].ljust(size, b"\0")
