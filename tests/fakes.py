@@ -51,3 +51,16 @@ def fake_readdir_reply(
         return False
     token.accepted.append((name, attrs, next_id))
     return True
+
+
+@dataclass
+class SetattrFields:
+    """``pyfuse3.SetattrFields``: its attributes cannot be set from Python."""
+
+    update_atime: bool = False
+    update_mtime: bool = False
+    update_ctime: bool = False
+    update_mode: bool = False
+    update_uid: bool = False
+    update_gid: bool = False
+    update_size: bool = False

@@ -45,7 +45,7 @@ from typing import TypeVar
 import pyfuse3
 import pytest
 import trio
-from fakes import FakeContext, FakeToken, fake_readdir_reply
+from fakes import FakeContext, FakeToken, SetattrFields, fake_readdir_reply
 from helpers import CLAUDE_SLUG, PI_SLUG, FakeHome, at, fake_home
 
 from memfs import config as cfg
@@ -298,19 +298,6 @@ class Kernel:
         await self.call(self.ops.forget(gone))
         for ino, _ in gone:
             del self.lookups[ino]
-
-
-@dataclass
-class SetattrFields:
-    """``pyfuse3.SetattrFields``: its attributes cannot be set from Python."""
-
-    update_atime: bool = False
-    update_mtime: bool = False
-    update_ctime: bool = False
-    update_mode: bool = False
-    update_uid: bool = False
-    update_gid: bool = False
-    update_size: bool = False
 
 
 # --- the disk ----------------------------------------------------------------------------------

@@ -20,13 +20,12 @@ import os
 import stat
 import time
 from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
 import pyfuse3
 import pytest
-from fakes import FakeContext
+from fakes import FakeContext, SetattrFields
 from helpers import CLAUDE_SLUG, at, fake_home, write
 from test_fs import (
     B_BODY,
@@ -61,19 +60,6 @@ MAX_FILE_BYTES = cfg.Limits().max_file_bytes  # the sample's config keeps the de
 OTHER = FakeContext(pid=1)
 NOTES = "notes\n"
 WORK_B_HISTORY = f".history/b.md/work@{history_stamp(at(15))}.md"
-
-
-@dataclass
-class SetattrFields:
-    """``pyfuse3.SetattrFields``: its attributes cannot be set from Python."""
-
-    update_atime: bool = False
-    update_mtime: bool = False
-    update_ctime: bool = False
-    update_mode: bool = False
-    update_uid: bool = False
-    update_gid: bool = False
-    update_size: bool = False
 
 
 def attributes(**values: int) -> pyfuse3.EntryAttributes:
