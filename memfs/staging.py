@@ -163,10 +163,17 @@ class Stage:
                 break
             except FileExistsError:
                 continue
+        try:
+            os.fchmod(fd, self.mode)  # the umask must not narrow what the writer asked for
+            if initial_fd is not None:
+                copy_fd(initial_fd, fd)
+        except BaseException:
+            # A copy-up that cannot fit (ENOSPC) leaves no temp file behind.
+            with contextlib.suppress(OSError):
+                os.unlink(temp, dir_fd=self._dir_fd)
+            os.close(fd)
+            raise
         self.temp, self.fd = temp, fd
-        os.fchmod(fd, self.mode)  # the umask must not narrow what the writer asked for
-        if initial_fd is not None:
-            copy_fd(initial_fd, fd)
 
     def write(self, offset: int, data: bytes) -> int:
         self._restage_if_committed()

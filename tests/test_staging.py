@@ -132,6 +132,18 @@ def test_a_stage_starts_as_a_copy_of_the_head(place: Place, stages: list[Stage])
     assert target.read_bytes() == b"hello WORLD\n"
 
 
+def test_a_copy_up_that_fails_leaves_no_temp_file(place: Place, tmp_path: Path) -> None:
+    # The head cannot be read (a folder's descriptor: EISDIR), as a copy-up that meets
+    # ENOSPC fails half-way: the stage is not made, and its temp file is gone.
+    write(folder_of(place) / "a.md", "hello\n")
+    head = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        assert errno_of(Stage.copy_of, place, "a.md", 0o644, head, None) == errno.EISDIR
+    finally:
+        os.close(head)
+    assert temps(folder_of(place)) == []
+
+
 def test_a_truncating_stage_starts_empty(place: Place, stages: list[Stage]) -> None:
     target = write(folder_of(place) / "a.md", "a long old body\n")
     stage = open_stage(stages, place, "a.md", copy=False)
