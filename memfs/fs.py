@@ -242,8 +242,9 @@ class MemFS(pyfuse3.Operations):
         if size is not None:
             attrs.st_size = size
             attrs.st_blocks = (size + 511) // 512
+        # The name keeps its inode: the kernel may keep the entry (a rename of a temp file
+        # then needs no lookup), only not the attributes.
         attrs.attr_timeout = 0
-        attrs.entry_timeout = 0
         return attrs
 
     def _token(self, key: Key) -> object:
@@ -534,7 +535,9 @@ class MemFS(pyfuse3.Operations):
         # Not committed yet: one write costs one commit. Until then the name is pending:
         # memfs answers for it from the stage, so lookups, stat and listings still see it.
         self.files.set_pending(f)
-        attrs = self._as_seen_by(self.shown.of(ino, key, project), ctx, key)
+        # Empty to everyone, its writer included, until its first write (after which the
+        # kernel asks again): the kernel may keep these attributes.
+        attrs = self.shown.of(ino, key, project)
         self.inodes.looked_up(ino)
         return pyfuse3.FileInfo(fh=fh, direct_io=True), attrs
 
@@ -612,7 +615,10 @@ class MemFS(pyfuse3.Operations):
             return
         stage.dirty = True
         project = await self._project(f.key[0])
-        plan = self._planner(project).commit(stage, f.key[1], keep=f.keeps_history)
+        created = self.files.pending(f.key) is f  # its name's first commit
+        plan = self._planner(project).commit(
+            stage, f.key[1], keep=f.keeps_history, created=created
+        )
         await self._run(project, plan)
         f.keeps_history = f.unsaved = False
         self.files.settled(f)
