@@ -33,12 +33,13 @@ import pyfuse3
 import trio
 
 from memfs import procs, sources, staging, status, writes
-from memfs.attrs import Shown
+from memfs.attrs import Listing, Listings, Shown
 from memfs.catalog import Catalog, is_project_name
 from memfs.config import Config
 from memfs.here import Here
 from memfs.inodes import HERE, HERE_INODE, HERE_KEY, ROOT_INODE, ROOT_KEY, Inodes, Key
 from memfs.kernel import Kernel
+from memfs.pins import Pins
 from memfs.project import MEMORY, PREAMBLE, Kind, Leaf, Origin, Project
 from memfs.renderings import Renderings
 from memfs.tree import ancestors, parent_of
@@ -102,13 +103,15 @@ class MemFS(pyfuse3.Operations):
         self.kernel = Kernel()
         self.inodes = Inodes()
         self.files = OpenFiles()
+        self.pins = Pins()  # source folders kept open: an open costs an openat and an fstat
         self.renderings = Renderings(config, self.catalog, self.inodes, self.mountpoint)
         self.shown = Shown(
             config, self.catalog, self.files, self._preamble_size, os.getuid(), os.getgid()
         )
         self.here = Here(self.mountpoint)
         self.started_ns = self.shown.started_ns
-        self._listings: dict[int, list[tuple[str, Key]]] = {}  # dir handle -> snapshot
+        self._listings: dict[int, Listing] = {}  # dir handle -> snapshot
+        self.listings = Listings(self.shown)  # folder -> entries with attributes, kept
         self._next_dh = 1
         self._commit_lock = trio.Lock()  # one plan at a time: history names stay ordered
         self._watcher: Watcher | None = None
@@ -323,41 +326,48 @@ class MemFS(pyfuse3.Operations):
         slug, path = self._key(inode)
         if inode == ROOT_INODE:
             await self._listed()
-            entries = [(HERE, HERE_KEY), *((s, (s, "")) for s in self.catalog.slugs())]
+            names = [(HERE, HERE_KEY), *((s, (s, "")) for s in self.catalog.slugs())]
+            listing = Listing((-1, -1), [(os.fsencode(n), k, None) for n, k in names])
         else:
             project = await self._project(slug)
-            children = project.tree.children(path)
-            if children is None:
+            pending = list(self.files.pending_names(slug, path))
+            found = self.listings.of(project, path, pending, self.inodes.epoch)
+            if found is None:
                 raise _err(errno.ENOTDIR if project.tree.leaf(path) else errno.ENOENT)
-            prefix = f"{path}/" if path else ""
-            names = set(children)
-            names.update(self.files.pending_names(slug, path))
-            entries = [(name, (slug, prefix + name)) for name in sorted(names)]
+            listing = found
         # A snapshot per handle: cookies are positions in it, so a folder changing
         # mid-listing neither skips nor repeats an entry.
         dh = self._next_dh
         self._next_dh += 1
-        self._listings[dh] = entries
+        self._listings[dh] = listing
         return dh
 
     @_handler
     async def readdir(self, fh: int, start_id: int, token: pyfuse3.ReaddirToken) -> None:
         self._count("readdir")
-        entries = self._listings.get(fh, [])
+        listing = self._listings.get(fh)
+        entries = listing.entries if listing is not None else []
         project: Project | None = None  # the entries of a project folder share its project
+        kept = False  # whether the attributes kept in the listing still hold
         for pos in range(start_id, len(entries)):
-            name, key = entries[pos]
+            name, key, attrs = entries[pos]
             in_project = bool(key[0] and key[1])  # not an entry of the root
             if in_project and project is None:
                 project = await self._project(key[0])
-            try:
-                attrs = self.shown.of(0, key, project if in_project else None)
-            except pyfuse3.FUSEError:
-                continue  # vanished since opendir
+                kept = listing is not None and listing.stamp == (
+                    project.generation,
+                    self.inodes.epoch,
+                )
+            if attrs is None or not kept:
+                try:
+                    attrs = self.shown.of(0, key, project if in_project else None)
+                except pyfuse3.FUSEError:
+                    continue  # vanished since opendir
+                if key[1] == PREAMBLE and project is not None:
+                    attrs.st_ino = self._number(key)
+                    attrs.st_size = len(self.renderings.of(attrs.st_ino, project))
             attrs.st_ino = self._number(key)
-            if key[1] == PREAMBLE and project is not None:
-                attrs.st_size = len(self.renderings.of(attrs.st_ino, project))
-            if not pyfuse3.readdir_reply(token, os.fsencode(name), attrs, pos + 1):
+            if not pyfuse3.readdir_reply(token, name, attrs, pos + 1):
                 return
             self.inodes.looked_up(attrs.st_ino)  # every accepted entry counts as a lookup
 
@@ -428,9 +438,9 @@ class MemFS(pyfuse3.Operations):
         served whole, and the watcher reads the change)."""
         v = f.version
         assert v is not None
-        f.fd = project.open_fd(v)
-        st = os.fstat(f.fd)
-        if (st.st_size, st.st_mtime_ns) == (v.size, v.mtime_ns):
+        origin = project.origins[v.origin]
+        f.fd, current = self.pins.open(origin.root, origin.parts, v.path, (v.size, v.mtime_ns))
+        if current:
             return True
         if self.watcher is not None:
             self.watcher.recheck(project, v.origin, v.path)
