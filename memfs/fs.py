@@ -626,9 +626,7 @@ class MemFS(pyfuse3.Operations):
         stage.dirty = True
         project = await self._project(f.key[0])
         created = self.files.pending(f.key) is f  # its name's first commit
-        plan = self._planner(project).commit(
-            stage, f.key[1], keep=f.keeps_history, created=created
-        )
+        plan = self._planner(project).commit(stage, f.key[1], keep=f.keeps_history, created=created)
         await self._run(project, plan)
         f.keeps_history = f.unsaved = False
         self.files.settled(f)
