@@ -14,9 +14,11 @@ import stat
 import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
+from pathlib import Path
 
 import pyfuse3
 
+from memfs import sources
 from memfs.catalog import Catalog, is_project_name
 from memfs.config import Config
 from memfs.history import in_history
@@ -215,3 +217,19 @@ class Listings:
         if not pending:
             self._kept[folder] = listing
         return listing
+
+
+def statvfs_of(root: Path) -> pyfuse3.StatvfsData:
+    """statfs of the mount: the own source's filesystem (blocking: run in a worker)."""
+    try:
+        st = os.statvfs(root)
+    except OSError:
+        st = os.statvfs("/")
+    data = pyfuse3.StatvfsData()
+    for attr in ("f_bsize", "f_frsize", "f_blocks", "f_bfree", "f_bavail"):
+        setattr(data, attr, getattr(st, attr))
+    data.f_files = st.f_files
+    data.f_ffree = st.f_ffree
+    data.f_favail = st.f_favail
+    data.f_namemax = sources.NAME_MAX
+    return data

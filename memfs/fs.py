@@ -33,12 +33,12 @@ import pyfuse3
 import trio
 
 from memfs import procs, sources, staging, status, writes
-from memfs.attrs import Listing, Listings, Shown
+from memfs.attrs import Listing, Listings, Shown, statvfs_of
 from memfs.catalog import Catalog, is_project_name
 from memfs.config import Config
 from memfs.here import Here
 from memfs.inodes import HERE, HERE_INODE, HERE_KEY, ROOT_INODE, ROOT_KEY, Inodes, Key
-from memfs.kernel import Kernel
+from memfs.kernel import Kernel, token_of
 from memfs.pins import Pins
 from memfs.project import MEMORY, PREAMBLE, Kind, Leaf, Origin, Project
 from memfs.renderings import Renderings
@@ -252,15 +252,7 @@ class MemFS(pyfuse3.Operations):
 
     def _token(self, key: Key) -> object:
         """What names the version ``key`` shows now (kernel.py); None for no file."""
-        project = self.catalog.loaded().get(key[0])
-        leaf = project.tree.leaf(key[1]) if project is not None and key[1] else None
-        if leaf is None or leaf.version is None:
-            return None
-        if leaf.kind is Kind.MEMORY:
-            data = project.memory_index()  # type: ignore[union-attr]
-            return ("memory", len(data), hash(data))
-        v = leaf.version
-        return (v.origin, v.path, v.size, v.mtime_ns)
+        return token_of(self.catalog.loaded().get(key[0]), key[1])
 
     def _count(self, op: str) -> None:
         self.stats.requests[op] += 1
@@ -653,8 +645,18 @@ class MemFS(pyfuse3.Operations):
         # it was (the temp file goes in a worker: unlinking is the disk's business).
         if f.stage.temp:
             await trio.to_thread.run_sync(f.stage.abort)
+            self._abandoned(f.key)
         else:
             f.stage.abort()
+
+    def _abandoned(self, key: Key) -> None:
+        """A name created through the mount that never landed: the kernel keeps the entry
+        `create` answered, and must drop it (a later create of the name must reach here)."""
+        if not self._exists(key) and self.files.pending(key) is None:
+            folder, name = parent_of(key[1])
+            parent = self.inodes.known((key[0], folder))
+            if parent is not None:
+                self.kernel.entry(parent, name)
 
     # --- changing names and attributes (SPEC 7.3, 7.6) -------------------------------
 
@@ -970,22 +972,7 @@ class MemFS(pyfuse3.Operations):
     async def statfs(self, ctx: pyfuse3.RequestContext) -> pyfuse3.StatvfsData:
         self._count("statfs")
         own = self.config.own or self.config.sources[0]
-        st = await trio.to_thread.run_sync(_statvfs, own.root)
-        data = pyfuse3.StatvfsData()
-        for attr in ("f_bsize", "f_frsize", "f_blocks", "f_bfree", "f_bavail"):
-            setattr(data, attr, getattr(st, attr))
-        data.f_files = st.f_files
-        data.f_ffree = st.f_ffree
-        data.f_favail = st.f_favail
-        data.f_namemax = sources.NAME_MAX
-        return data
-
-
-def _statvfs(root: Path) -> os.statvfs_result:
-    try:
-        return os.statvfs(root)
-    except OSError:
-        return os.statvfs("/")
+        return await trio.to_thread.run_sync(statvfs_of, own.root)
 
 
 def _parent_key(key: Key) -> Key:

@@ -41,12 +41,24 @@ import pyfuse3
 import trio
 
 from memfs.inodes import ROOT_INODE, Key
-from memfs.project import MEMORY, PREAMBLE, Project
+from memfs.project import MEMORY, PREAMBLE, Kind, Project
 from memfs.tree import parent_of
 
 log = logging.getLogger(__name__)
 
 Token = Hashable  # names one version of a file's bytes
+
+
+def token_of(project: Project | None, path: str) -> Token:
+    """What names the version ``path`` of ``project`` shows now; None for no file."""
+    leaf = project.tree.leaf(path) if project is not None and path else None
+    if leaf is None or leaf.version is None:
+        return None
+    if leaf.kind is Kind.MEMORY:
+        data = project.memory_index()  # type: ignore[union-attr]
+        return ("memory", len(data), hash(data))
+    v = leaf.version
+    return (v.origin, v.path, v.size, v.mtime_ns)
 
 
 @dataclass
