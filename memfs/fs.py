@@ -205,8 +205,9 @@ class MemFS(pyfuse3.Operations):
     async def forget(self, inode_list: Sequence[tuple[int, int]]) -> None:
         for ino, n in inode_list:
             self.inodes.forget(ino, n, self._exists)
+            if not self.inodes.lookups(ino):
+                self.kernel.forgotten(ino)  # the kernel evicted it, and its pages with it
             if self.inodes.key(ino) is None:
-                self.kernel.forgotten(ino)
                 self.renderings.forgotten(ino)
 
     async def _attrs_of(self, ino: int, key: Key) -> pyfuse3.EntryAttributes:
@@ -416,14 +417,28 @@ class MemFS(pyfuse3.Operations):
         token = self._token(f.key)
         # Pin the version now and check it is the one the view reports: a change inotify
         # has not told yet is served whole, past the pages and size of the one before.
-        current = f.data is not None or self._pin(f, project)
+        current = f.data is not None or self._reuse(f, token) or self._pin(f, project)
         writing = bool(self.files.writers_of(f.ino))
         served = self.kernel.open(f.ino, token) if current and not writing else None
         f.token = token if served is not None else None
+        if served and f.fd >= 0 and not f.borrowed and f.data is None:
+            f.borrowed = self.kernel.keep_fd(f.ino, f.fd)
         fh = self.files.add(f)
         # Direct I/O: every read comes from this open's version, and is not capped by a
         # size the kernel may hold from another.
         return pyfuse3.FileInfo(fh=fh, direct_io=served is None, keep_cache=served is True)
+
+    def _reuse(self, f: OpenFile, token: object) -> bool:
+        """Read through the descriptor kept for this very version, if one is and the file
+        behind it was not rewritten in place since."""
+        fd, v = self.kernel.kept_fd(f.ino, token), f.version
+        if fd < 0 or v is None:
+            return False
+        st = os.fstat(fd)
+        f.fd, f.borrowed = fd, (st.st_size, st.st_mtime_ns) == (v.size, v.mtime_ns)
+        if not f.borrowed:
+            f.fd = -1
+        return f.borrowed
 
     def _pin(self, f: OpenFile, project: Project) -> bool:
         """Open the version ``f`` reads; False when the disk holds another one by now (it is
@@ -630,7 +645,7 @@ class MemFS(pyfuse3.Operations):
         f = self.files.pop(fh)
         if f is None:
             return
-        if f.fd >= 0:
+        if f.fd >= 0 and not f.borrowed:
             os.close(f.fd)
         if f.token is not None:
             self.kernel.closed(f.ino)

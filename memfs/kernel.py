@@ -33,6 +33,7 @@ import errno
 import logging
 import math
 import os
+import resource
 from collections import Counter
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
@@ -65,6 +66,9 @@ def token_of(project: Project | None, path: str) -> Token:
 class _Cached:
     token: Token
     readers: int = 0  # opens served through the page cache that are still open
+    # That version's descriptor, kept while the kernel may hold its pages: the next open of
+    # the same version reads through it (its reads must return those very bytes anyway).
+    fd: int = -1
 
 
 class Kernel:
@@ -77,6 +81,9 @@ class Kernel:
         self._cached: dict[int, _Cached] = {}
         self._writers_coming: Counter[int] = Counter()  # inode -> O_TRUNC opens waiting
         self._drained: dict[int, trio.Event] = {}  # inode -> set when its readers are gone
+        # Descriptors kept in _Cached records: at most half of what the process may open.
+        self.fd_limit = min(resource.getrlimit(resource.RLIMIT_NOFILE)[0] // 2, 65536)
+        self.fds_kept = 0
         self.sent = 0
         self.errors = 0
 
@@ -102,6 +109,30 @@ class Kernel:
         if not cached.readers:
             self.inode(ino)
         return None
+
+    def kept_fd(self, ino: int, token: Token) -> int:
+        """The descriptor kept for version ``token`` of ``ino``, or -1: the one an open
+        of that version served through the page cache may read through (`open` decides)."""
+        cached = self._cached.get(ino)
+        if cached is None or cached.token != token or self._queued[ino]:
+            return -1
+        return cached.fd
+
+    def keep_fd(self, ino: int, fd: int) -> bool:
+        """An open that `open` let use the page cache hands its descriptor over, to be kept
+        while the pages may stay; False when one is kept already or too many are."""
+        cached = self._cached.get(ino)
+        if cached is None or cached.fd >= 0 or self.fds_kept >= self.fd_limit:
+            return False
+        cached.fd = fd
+        self.fds_kept += 1
+        return True
+
+    def _drop(self, ino: int) -> None:
+        cached = self._cached.pop(ino, None)
+        if cached is not None and cached.fd >= 0:
+            os.close(cached.fd)
+            self.fds_kept -= 1
 
     def holds_other(self, ino: int, token: Token) -> bool:
         """Whether an open reading another version than ``token`` uses the page cache."""
@@ -138,7 +169,7 @@ class Kernel:
 
     def forgotten(self, ino: int) -> None:
         """The kernel dropped the inode: nothing of it is cached any more."""
-        self._cached.pop(ino, None)
+        self._drop(ino)
 
     # --- invalidations --------------------------------------------------------------
 
@@ -219,7 +250,7 @@ class Kernel:
                         del self._queued[ino]
                         cached = self._cached.get(ino)
                         if cached is not None and not cached.readers:
-                            del self._cached[ino]  # the kernel dropped those pages
+                            self._drop(ino)  # the kernel dropped those pages
 
     def _send_batch(self, batch: set[tuple[str, int, bytes]]) -> None:
         # Entries first: a dropped dentry makes the next walk look the name up again.
