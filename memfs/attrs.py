@@ -179,6 +179,10 @@ class Listing:
     stamp: tuple[int, int]
     entries: list[tuple[bytes, Key, pyfuse3.EntryAttributes | None]]
 
+    def holds(self, project: Project, epoch: int) -> bool:
+        """Whether its kept attributes still hold for ``project`` and the inode epoch."""
+        return self.stamp == (project.generation, epoch)
+
 
 class Listings:
     """Project folders' listings with their entries' attributes, kept per folder until the
@@ -197,7 +201,7 @@ class Listings:
         folder = (project.slug, path)
         stamp = (project.generation, epoch)
         kept = self._kept.get(folder)
-        if kept is not None and kept.stamp == stamp and not pending:
+        if kept is not None and kept.holds(project, epoch) and not pending:
             return kept
         children = project.tree.children(path)
         if children is None:

@@ -347,10 +347,7 @@ class MemFS(pyfuse3.Operations):
             in_project = bool(key[0] and key[1])  # not an entry of the root
             if in_project and project is None:
                 project = await self._project(key[0])
-                kept = listing is not None and listing.stamp == (
-                    project.generation,
-                    self.inodes.epoch,
-                )
+                kept = listing is not None and listing.holds(project, self.inodes.epoch)
             if attrs is None or not kept:
                 try:
                     attrs = self.shown.of(0, key, project if in_project else None)
@@ -417,7 +414,7 @@ class MemFS(pyfuse3.Operations):
         token = self._token(f.key)
         # Pin the version now and check it is the one the view reports: a change inotify
         # has not told yet is served whole, past the pages and size of the one before.
-        current = f.data is not None or self._reuse(f, token) or self._pin(f, project)
+        current = f.data is not None or self.kernel.reuse(f, token) or self._pin(f, project)
         writing = bool(self.files.writers_of(f.ino))
         served = self.kernel.open(f.ino, token) if current and not writing else None
         f.token = token if served is not None else None
@@ -427,18 +424,6 @@ class MemFS(pyfuse3.Operations):
         # Direct I/O: every read comes from this open's version, and is not capped by a
         # size the kernel may hold from another.
         return pyfuse3.FileInfo(fh=fh, direct_io=served is None, keep_cache=served is True)
-
-    def _reuse(self, f: OpenFile, token: object) -> bool:
-        """Read through the descriptor kept for this very version, if one is and the file
-        behind it was not rewritten in place since."""
-        fd, v = self.kernel.kept_fd(f.ino, token), f.version
-        if fd < 0 or v is None:
-            return False
-        st = os.fstat(fd)
-        f.fd, f.borrowed = fd, (st.st_size, st.st_mtime_ns) == (v.size, v.mtime_ns)
-        if not f.borrowed:
-            f.fd = -1
-        return f.borrowed
 
     def _pin(self, f: OpenFile, project: Project) -> bool:
         """Open the version ``f`` reads; False when the disk holds another one by now (it is
@@ -668,10 +653,7 @@ class MemFS(pyfuse3.Operations):
         """A name created through the mount that never landed: the kernel keeps the entry
         `create` answered, and must drop it (a later create of the name must reach here)."""
         if not self._exists(key) and self.files.pending(key) is None:
-            folder, name = parent_of(key[1])
-            parent = self.inodes.known((key[0], folder))
-            if parent is not None:
-                self.kernel.entry(parent, name)
+            self.kernel.name_gone(key, self.inodes.known)
 
     # --- changing names and attributes (SPEC 7.3, 7.6) -------------------------------
 

@@ -44,6 +44,7 @@ import trio
 from memfs.inodes import ROOT_INODE, Key
 from memfs.project import MEMORY, PREAMBLE, Kind, Project
 from memfs.tree import parent_of
+from memfs.writing import OpenFile
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +119,18 @@ class Kernel:
             return -1
         return cached.fd
 
+    def reuse(self, f: OpenFile, token: Token) -> bool:
+        """Let ``f`` read through the descriptor kept for its very version, if one is and
+        the file behind it was not rewritten in place since (one fstat)."""
+        fd, v = self.kept_fd(f.ino, token), f.version
+        if fd < 0 or v is None:
+            return False
+        st = os.fstat(fd)
+        if (st.st_size, st.st_mtime_ns) != (v.size, v.mtime_ns):
+            return False
+        f.fd, f.borrowed = fd, True
+        return True
+
     def keep_fd(self, ino: int, fd: int) -> bool:
         """An open that `open` let use the page cache hands its descriptor over, to be kept
         while the pages may stay; False when one is kept already or too many are."""
@@ -183,6 +196,13 @@ class Kernel:
         if self.enabled:
             self._queued[ino] += 1
             self._send.send_nowait(("inode", ino, b""))
+
+    def name_gone(self, key: Key, known: Callable[[Key], int | None]) -> None:
+        """The kernel must drop its entry of ``key``, a name that is no more."""
+        folder, name = parent_of(key[1])
+        parent = known((key[0], folder))
+        if parent is not None:
+            self.entry(parent, name)
 
     def publish(self, project: Project, known: Callable[[Key], int | None]) -> None:
         """Queue what the kernel must forget of ``project``'s changed view paths;
