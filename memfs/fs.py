@@ -356,7 +356,8 @@ class MemFS(pyfuse3.Operations):
                 if key[1] == PREAMBLE and project is not None:
                     attrs.st_ino = self._number(key)
                     attrs.st_size = len(self.renderings.of(attrs.st_ino, project))
-            attrs.st_ino = self._number(key)
+            if not kept or not attrs.st_ino:  # a kept entry keeps its number with its stamp
+                attrs.st_ino = self._number(key)
             if not pyfuse3.readdir_reply(token, name, attrs, pos + 1):
                 return
             self.inodes.looked_up(attrs.st_ino)  # every accepted entry counts as a lookup
