@@ -419,8 +419,7 @@ class MemFS(pyfuse3.Operations):
         writing = bool(self.files.writers_of(f.ino))
         served = self.kernel.open(f.ino, token) if current and not writing else None
         f.token = token if served is not None else None
-        if served and f.fd >= 0 and not f.borrowed and f.data is None:
-            f.borrowed = self.kernel.keep_fd(f.ino, f.fd)
+        self.kernel.lend(f, served)
         fh = self.files.add(f)
         # Direct I/O: every read comes from this open's version, and is not capped by a
         # size the kernel may hold from another.

@@ -82,8 +82,9 @@ class Kernel:
         self._cached: dict[int, _Cached] = {}
         self._writers_coming: Counter[int] = Counter()  # inode -> O_TRUNC opens waiting
         self._drained: dict[int, trio.Event] = {}  # inode -> set when its readers are gone
-        # Descriptors kept in _Cached records: at most half of what the process may open.
-        self.fd_limit = min(resource.getrlimit(resource.RLIMIT_NOFILE)[0] // 2, 65536)
+        # Descriptors kept in _Cached records: at most a quarter of what the process may
+        # open (pins.py keeps an eighth), the rest for handles, stages and the rest.
+        self.fd_limit = min(resource.getrlimit(resource.RLIMIT_NOFILE)[0] // 4, 65536)
         self.fds_kept = 0
         self.sent = 0
         self.errors = 0
@@ -130,6 +131,16 @@ class Kernel:
             return False
         f.fd, f.borrowed = fd, True
         return True
+
+    def lend(self, f: OpenFile, served: bool | None) -> None:
+        """After `open` said how ``f`` is served: a reader through the page cache hands
+        its descriptor to the record (or goes on borrowing the record's); any other must
+        not borrow it (the record may close it while ``f`` reads), so it reads through a
+        copy of its own."""
+        if served and f.fd >= 0 and not f.borrowed and f.data is None:
+            f.borrowed = self.keep_fd(f.ino, f.fd)
+        elif not served and f.borrowed:
+            f.fd, f.borrowed = os.dup(f.fd), False
 
     def keep_fd(self, ino: int, fd: int) -> bool:
         """An open that `open` let use the page cache hands its descriptor over, to be kept

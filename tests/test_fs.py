@@ -580,6 +580,29 @@ async def test_a_head_file_is_read_through_the_descriptor_its_open_pinned(
     assert open_fds() == fds
 
 
+async def test_an_open_past_the_page_cache_reads_through_a_descriptor_of_its_own(
+    sample: Sample,
+) -> None:
+    ops = sample.ops
+    a = await walk(ops, f"{CLAUDE_SLUG}/a.md")
+    first = await ops.open(a.st_ino, os.O_RDONLY, CTX)
+    kept = ops.files.get(first.fh).fd
+    await ops.release(first.fh)
+    writer = await ops.open(a.st_ino, os.O_RDWR, CTX)
+    assert await ops.write(writer.fh, 0, b"O") == 1
+    # While it is written, readers are served with direct I/O: they are no readers of the
+    # kernel record, which may close its descriptor at any time.
+    reader = await ops.open(a.st_ino, os.O_RDONLY, CTX)
+    assert reader.direct_io
+    f = ops.files.get(reader.fh)
+    assert not f.borrowed
+    assert f.fd not in (-1, kept)
+    ops.kernel.forgotten(a.st_ino)  # the record goes, and its descriptor with it
+    assert await ops.read(reader.fh, 0, 4096) == OWN_A.encode()
+    await ops.release(reader.fh)
+    await ops.release(writer.fh)  # nothing flushed: it never commits
+
+
 async def test_a_kept_descriptor_is_not_reused_once_its_file_changed_in_place(
     sample: Sample,
 ) -> None:
