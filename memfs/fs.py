@@ -374,7 +374,7 @@ class MemFS(pyfuse3.Operations):
         slug, path = key
         if not path or key == HERE_KEY:
             raise _err(errno.EISDIR if key != HERE_KEY else errno.ELOOP)
-        project = await self._project(slug)
+        project = self.catalog.loaded().get(slug) or await self._project(slug)
         leaf = project.tree.leaf(path)
         writing = bool(flags & (os.O_WRONLY | os.O_RDWR))
         f = OpenFile(inode, key, pid=ctx.pid, append=bool(flags & os.O_APPEND))

@@ -22,7 +22,7 @@ from memfs.project import Version
 Key = tuple[str, str]  # (slug, view path); ("", "") is the root, (slug, "") a project
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)  # slots: made and read on every open (issue 14)
 class OpenFile:
     """One open of a file through the mount."""
 
