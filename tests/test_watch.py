@@ -6,16 +6,19 @@ here the listener records. Waits poll a condition under a deadline.
 
 from __future__ import annotations
 
+import gc
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 import trio
 
 from memfs import config as cfg
 from memfs.catalog import Catalog
 from memfs.project import Project
-from memfs.watch import Watcher
+from memfs.watch import HEAVY_SWITCH_S, NEVER, Turns, Watcher
 
 SLUG = "-home-a-proj"
 
@@ -139,3 +142,47 @@ async def test_one_load_per_project_however_many_wait(tmp_path: Path) -> None:
         assert await watcher.load("-nobody-has-this") is None
     finally:
         watcher.close()
+
+
+async def test_a_load_shares_the_gil_finely_and_restores_the_interpreter_after(
+    tmp_path: Path,
+) -> None:
+    """SPEC 7a: while a worker builds a project, the GIL's switch interval is short and full
+    collections wait; both come back as they were after, and the project is frozen."""
+    own = tmp_path / "own" / "projects"
+    for i in range(50):
+        path = own / SLUG / "memory" / f"f{i}.md"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"{i}\n")
+    catalog = Catalog(load(tmp_path, {"own": own}))
+    watcher = Watcher(catalog, Recorder())
+    seen: list[tuple[float, tuple[int, int, int]]] = []
+    # Called in the worker, in the middle of the build.
+    watcher.warm = lambda project: seen.append((sys.getswitchinterval(), gc.get_threshold()))
+    before = (sys.getswitchinterval(), gc.get_threshold())
+    frozen = gc.get_freeze_count()
+    try:
+        project = await watcher.load(SLUG)
+        assert project is not None
+        assert seen == [(pytest.approx(HEAVY_SWITCH_S), (before[1][0], before[1][1], NEVER))]
+        assert (sys.getswitchinterval(), gc.get_threshold()) == before
+        assert watcher.turns.freezes == 1
+        assert gc.get_freeze_count() > frozen
+        assert watcher.turns.running == 0
+    finally:
+        watcher.close()
+        gc.unfreeze()  # the rest of the test run is collected as usual
+
+
+def test_turns_restore_only_when_the_last_heavy_call_ends_also_on_errors() -> None:
+    turns = Turns(switch_s=0.0003)
+    before = (sys.getswitchinterval(), gc.get_threshold())
+    low = (pytest.approx(0.0003), (before[1][0], before[1][1], NEVER))
+    with turns.heavy():
+        assert (sys.getswitchinterval(), gc.get_threshold()) == low
+        with pytest.raises(RuntimeError), turns.heavy():  # two loads at once, one fails
+            raise RuntimeError("a worker failed")
+        assert (sys.getswitchinterval(), gc.get_threshold()) == low
+        assert turns.running == 1
+    assert (sys.getswitchinterval(), gc.get_threshold()) == before
+    assert turns.running == 0
