@@ -12,6 +12,7 @@ handoff rank), so a preamble costs O(N + index lines) and one changed file O(log
 from __future__ import annotations
 
 import enum
+import functools
 import logging
 import time
 from collections import Counter
@@ -288,7 +289,7 @@ class Project:
 
         A no-op for names no rule matches, so the adapter may call it on every create.
         """
-        if names.path_reason(path) and not names.is_stage(sources.split(path)[-1]):
+        if _path_reason(path) and not names.is_stage(sources.split(path)[-1]):
             self._claimed.add(path)
 
     def claimed(self, path: str) -> bool:
@@ -300,19 +301,22 @@ class Project:
         A path the name rules leave out (names.RULES: a sync tool's temp file, an editor's
         swap file, a stage file) is counted in status instead, unless a writer claimed it.
         """
-        why = names.path_reason(f.path)
+        new = Version(i, f.path, f.size, f.mtime_ns, f.mode, f.atime_ns)
+        versions = self._versions.get(f.path)
+        old = versions.get(i) if versions is not None else None
+        if versions is not None and old is not None and old == new:
+            # Known already, so the name rules let it in (a claim lasts while the path has
+            # a version): no rule to check, the common case of every rescan.
+            if old.atime_ns != new.atime_ns:
+                versions[i] = new  # only the atime moved: shown, but no change of the file
+                self._refresh(f.path)
+            return
+        why = _path_reason(f.path)
         if why and not self._exempt(f.path):
             self.drop_version(i, f.path)  # first: it forgets the path's left-out entry
             self._leave_out(i, f.path, why)
             return
         versions = self._versions.setdefault(f.path, {})
-        new = Version(i, f.path, f.size, f.mtime_ns, f.mode, f.atime_ns)
-        old = versions.get(i)
-        if old == new:
-            if old is not None and old.atime_ns != new.atime_ns:
-                versions[i] = new  # only the atime moved: shown, but no change of the file
-                self._refresh(f.path)
-            return
         is_new = i not in versions
         versions[i] = new
         if is_new:
@@ -893,6 +897,7 @@ class Project:
                 assert path in self._conflicts.get(original, ()), path
                 assert not shown, (path, shown)
             assert not names.path_reason(path) or self._exempt(path), path
+            assert _path_reason(path) == names.path_reason(path), path
         for original, copies_of in self._conflicts.items():
             assert copies_of, original
             assert all(conflict_original(c) == original for c in copies_of), original
@@ -950,9 +955,16 @@ def conflict_original(path: str) -> str | None:
     return f"{folder}/{original}" if folder else original
 
 
+# names.path_reason runs every rule's regex on every component (about 50 µs a path, a
+# third of a project's build); a build asks it twice per path (set_version, then
+# _in_preamble) and changes ask again for the same paths. A pure function of the path, so
+# its answers are kept, bounded (thread-safe: workers build, the trio thread changes).
+_path_reason = functools.lru_cache(maxsize=1 << 16)(names.path_reason)
+
+
 def _in_preamble(path: str) -> bool:
     """Heads the preamble may draw on: every one but a claimed temp file (names.RULES)."""
-    return not names.path_reason(path)
+    return not _path_reason(path)
 
 
 def _hidden(path: str) -> bool:

@@ -762,3 +762,28 @@ def test_looks_at_vanished_paths_are_forgotten_in_time(fh: FakeHome) -> None:
     assert len(project._seen) <= 2 * project_mod.SEEN_SLACK
     assert (0, "kept.md") in project._seen  # a path that is there keeps its look
     project._check()
+
+
+def test_a_rescan_that_finds_nothing_new_changes_nothing(fh: FakeHome) -> None:
+    # The common rescan (an inotify overflow, a folder appearing): every file known already.
+    own, work = fh.memory(".claude"), fh.memory(".claude-work")
+    for k in range(20):
+        write(own / "sub" / f"n{k}.md", f"own {k}", at(k + 1))
+        write(work / f"w{k}.md", f"work {k}", at(k + 1))
+    write(work / ".w0.md.swp", "a swap file", at(1))  # left out by name, every time
+    project = load_project(fh.config())
+    before, generation = view(project), project.generation
+    project.tree.changes.clear()
+    for i in range(len(project.origins)):
+        project.rescan(i)
+        project._check()
+    assert project.generation == generation
+    assert not project.tree.changes
+    assert view(project) == before
+    assert ("work", ".w0.md.swp") in left_out(project)
+    # A file that did change is still taken in by the same rescan.
+    write(work / "w3.md", "work 3, longer now", at(40))
+    project.rescan(project.origins.index(next(o for o in project.origins if o.source == 1)))
+    project._check()
+    assert project.generation > generation
+    assert project.tree.changes == {"w3.md"}
