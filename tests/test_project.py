@@ -782,8 +782,25 @@ def test_a_rescan_that_finds_nothing_new_changes_nothing(fh: FakeHome) -> None:
     assert view(project) == before
     assert ("work", ".w0.md.swp") in left_out(project)
     # A file that did change is still taken in by the same rescan.
+    w = project.origins.index(next(o for o in project.origins if o.source == 1))
     write(work / "w3.md", "work 3, longer now", at(40))
-    project.rescan(project.origins.index(next(o for o in project.origins if o.source == 1)))
+    project.rescan(w)
     project._check()
     assert project.generation > generation
     assert project.tree.changes == {"w3.md"}
+    # The rescan's time is taken in for the files it found unchanged too: an older look
+    # coming back late loses, a later one wins, and a later one stays over the rescan.
+    scan, t = project.scan(w), 10**15
+    project.rescan(w, scan, t)
+    project.observe(w, "w5.md", None, t - 1)
+    assert project.tree.leaf("w5.md") is not None
+    project.observe(w, "w5.md", None, t + 1)
+    assert project.tree.leaf("w5.md") is None
+    later = FileStat("w6.md", 99, at(50))
+    project.observe(w, "w6.md", later, t + 10)
+    project.rescan(w, scan, t + 5)
+    leaf = project.tree.leaf("w6.md")
+    assert leaf is not None
+    assert leaf.version is not None
+    assert leaf.version.size == 99
+    project._check()
