@@ -78,6 +78,10 @@ class Leaf:
 
 
 FOREVER_NS = 1 << 62
+# Reads `bodies_wanted` adds beyond what the renderings need when every file is text: a
+# rendering skips a file that is not text, or gone, and reads the next one.
+SPARE_READS = 2
+BodyRead = tuple[Path, tuple[str, ...], str, int]  # (root, parts, path, limit)
 SEEN_SLACK = 4096  # looks at vanished paths kept before they are pruned
 SEEN_KEEP_NS = 60 * 1_000_000_000  # far longer than any worker's read of the disk
 
@@ -135,6 +139,9 @@ class Project:
         self._memory: Rendered | None = None
         self._preamble: Rendered | None = None
         self._descriptions: dict[Version, str | None] = {}
+        # version -> (the limit it was read with, its bytes), read off the request thread
+        # for the renderings to come (`bodies_wanted`, `keep_bodies`)
+        self._bodies: dict[Version, tuple[int, bytes]] = {}
         # (generation, value): what `memfs status` asks, computed once per generation
         self._stale: tuple[int, list[tuple[str, str]]] | None = None
         self._over_limit: tuple[int, MemoryOverLimit | None] | None = None
@@ -601,9 +608,61 @@ class Project:
         return list(self._dirs)
 
     def read(self, v: Version, limit: int | None = None) -> bytes:
-        origin = self.origins[v.origin]
+        """Version ``v``'s body, at most ``limit`` bytes (None: the size cap): from the
+        bodies kept by `keep_bodies` when they hold it, else from the disk."""
         cap = self.config.limits.max_file_bytes if limit is None else limit
+        kept = self._bodies.get(v)
+        # Kept with a limit as large, or whole (shorter than the limit it was read with).
+        if kept is not None and (kept[0] >= cap or len(kept[1]) < kept[0]):
+            return kept[1][:cap]
+        origin = self.origins[v.origin]
         return sources.read_file(origin.root, origin.parts, v.path, cap)
+
+    def bodies_wanted(self, now_ns: int | None = None) -> list[tuple[Version, BodyRead]]:
+        """The reads the next PREAMBLE.md and MEMORY.md will ask for, each with where to
+        read it (a worker reads them: `read_bodies`); memory only, O(N + index lines).
+
+        A superset of what the renderings read when every file is text: the latest
+        handoffs, the newest files and a few more, every MEMORY.md version, and the start
+        of each file the index may describe (unless described already). Whatever a
+        rendering asks beyond these, it reads itself.
+        """
+        now = time.time_ns() if now_ns is None else now_ns
+        settings = self.config.preamble
+        cap = self.config.limits.max_file_bytes
+        found: dict[Version, int] = {}
+        leaf = self.tree.leaf(MEMORY)
+        if leaf is not None and leaf.version is not None:
+            for v in (leaf.version, *leaf.others):
+                found[v] = cap
+        handoffs = [v for v in reversed(self._handoffs) if v.mtime_ns <= now][:SPARE_READS]
+        for v in handoffs:
+            found[v] = cap
+        end = self._by_mtime.bisect_key_right((now, "\U0010ffff"))
+        whole = settings.newest + SPARE_READS
+        described = settings.index_max
+        for pos in range(end - 1, -1, -1):
+            v = self._by_mtime[pos]
+            superseded = v in self._handoffs and v not in handoffs[:1]  # never inlined
+            if whole > 0 and not superseded:
+                found[v] = cap
+                whole -= 1
+            elif described > 0:
+                if v not in self._descriptions:
+                    found.setdefault(v, DESCRIPTION_BYTES)
+                described -= 1
+            else:
+                break
+        return [(v, self._body_read(v, limit)) for v, limit in found.items()]
+
+    def _body_read(self, v: Version, limit: int) -> BodyRead:
+        origin = self.origins[v.origin]
+        return (origin.root, origin.parts, v.path, limit)
+
+    def keep_bodies(self, bodies: dict[Version, tuple[int, bytes]]) -> None:
+        """Keep these bodies (version -> (the limit read with, the bytes)) for `read`,
+        instead of those kept before; ``{}`` drops them."""
+        self._bodies = bodies
 
     def open_fd(self, v: Version) -> int:
         origin = self.origins[v.origin]
@@ -929,6 +988,18 @@ class Project:
 
     def _heads_memory(self) -> list[Version]:
         return [v for p, v in self._heads.items() if p == MEMORY]
+
+
+def read_bodies(reads: Sequence[tuple[Version, BodyRead]]) -> dict[Version, tuple[int, bytes]]:
+    """Worker thread: every read of `Project.bodies_wanted` that succeeds (a file gone
+    since is left to the rendering, which reports it)."""
+    out: dict[Version, tuple[int, bytes]] = {}
+    for v, (root, parts, path, limit) in reads:
+        try:
+            out[v] = (limit, sources.read_file(root, parts, path, limit))
+        except OSError:
+            continue
+    return out
 
 
 def empty_preamble(config: Config, slug: str, files_at: str | None) -> bytes:

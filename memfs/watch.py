@@ -45,7 +45,7 @@ import trio
 
 from memfs import sources, state
 from memfs.catalog import Catalog
-from memfs.project import Origin, Project
+from memfs.project import Origin, Project, read_bodies
 
 log = logging.getLogger(__name__)
 
@@ -475,8 +475,22 @@ class Watcher:
             work = _Work()
             for job, result in zip(jobs, results, strict=True):
                 self._absorb(job, result, touched)
+        await self._read_ahead(list(touched.values()))
         for project in touched.values():
             self.listener.project_changed(project)
+
+    async def _read_ahead(self, projects: list[Project]) -> None:
+        """Read, in one worker call, the bodies the changed projects' next PREAMBLE.md and
+        MEMORY.md will ask for: the adapter renders them on the trio thread, which then
+        reads nothing (SPEC 7a). Done before the adapter is told, so that the lookups
+        its invalidations bring find them."""
+        wanted = [(project, project.bodies_wanted()) for project in projects]
+        wanted = [(project, reads) for project, reads in wanted if reads]
+        if not wanted:
+            return
+        found = await trio.to_thread.run_sync(lambda: [read_bodies(reads) for _, reads in wanted])
+        for (project, _), bodies in zip(wanted, found, strict=True):
+            project.keep_bodies(bodies)
 
     def _jobs(self, work: _Work) -> list[tuple[Project, int, Origin, str | None, set[str]]]:
         """Trio thread: each piece of work with what the worker needs, copied."""

@@ -804,3 +804,43 @@ def test_a_rescan_that_finds_nothing_new_changes_nothing(fh: FakeHome) -> None:
     assert leaf.version is not None
     assert leaf.version.size == 99
     project._check()
+
+
+def test_bodies_read_ahead_leave_the_renderings_nothing_to_read(
+    fh: FakeHome, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # SPEC 7a: the watcher reads what the next PREAMBLE.md and MEMORY.md need in a worker
+    # (bodies_wanted, read_bodies, keep_bodies); the renderings, on the request thread,
+    # then read nothing, and are byte for byte what reading the disk gives.
+    from memfs import project as project_mod
+
+    own, work, pi = fh.memory(".claude"), fh.memory(".claude-work"), fh.pi()
+    write(own / "MEMORY.md", "- [a](a.md)\n", at(1))
+    write(work / "MEMORY.md", "- [b](b.md)\nwork line\n", at(2))
+    write(pi / "MEMORY.md", "- [c](c.md)\n", at(3))
+    write(own / "handoff-x_20260105.md", "latest handoff\n", at(4))
+    write(work / "handoff-y_20260102.md", "an older handoff\n", at(40))
+    write(own / "blob.md", b"binary\0body", at(30))
+    for k in range(80):
+        body = f"---\ndescription: topic {k}\n---\nbody {k}\n"
+        write((own if k % 2 else work) / f"t{k:02d}.md", body, at(5 + k / 10))
+    expected = load_project(fh.config())
+    want_preamble = expected.preamble(FILES_AT, now_ns=at(100))
+    want_memory = expected.memory_index()
+    for part in (b"latest handoff", b"work line", b"[c](c.md)", b"topic 40", b"body 79"):
+        assert part in want_preamble, part  # handoff, union, descriptions, newest inlined
+    project = load_project(fh.config())
+    project.keep_bodies(project_mod.read_bodies(project.bodies_wanted(now_ns=at(100))))
+    reads: list[str] = []
+
+    def refuse(root: Path, parts: object, path: str, limit: int) -> bytes:
+        reads.append(path)
+        raise AssertionError(f"read {path} on the request thread")
+
+    monkeypatch.setattr(project_mod.sources, "read_file", refuse)
+    assert project.memory_index() == want_memory
+    assert project.preamble(FILES_AT, now_ns=at(100)) == want_preamble
+    assert reads == []
+    project.keep_bodies({})  # dropped: the disk again
+    with pytest.raises(AssertionError, match="on the request thread"):
+        project.read(project.versions("t00.md")[0])

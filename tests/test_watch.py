@@ -9,13 +9,15 @@ from __future__ import annotations
 import gc
 import os
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
 import trio
 
 from memfs import config as cfg
+from memfs import sources
 from memfs.catalog import Catalog
 from memfs.project import Project
 from memfs.watch import HEAVY_SWITCH_S, NEVER, Turns, Watcher
@@ -186,3 +188,44 @@ def test_turns_restore_only_when_the_last_heavy_call_ends_also_on_errors() -> No
         assert turns.running == 1
     assert (sys.getswitchinterval(), gc.get_threshold()) == before
     assert turns.running == 0
+
+
+async def test_a_change_on_disk_is_read_ahead_for_the_renderings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SPEC 7a: by the time the adapter hears of a change, the bodies its PREAMBLE.md and
+    MEMORY.md need are read (in a worker): rendering them reads nothing on this thread."""
+    own, work = tmp_path / "own" / "projects", tmp_path / "work" / "projects"
+    for root in (own, work):
+        (root / SLUG / "memory").mkdir(parents=True)
+        (root / SLUG / "memory" / "MEMORY.md").write_text(f"- [{root.parent.name}](x.md)\n")
+    catalog = Catalog(load(tmp_path, {"own": own, "work": work}))
+    request_thread = threading.current_thread()
+    disk_read = sources.read_file
+
+    def read_file(root: Path, parts: Sequence[str], path: str, limit: int) -> bytes:
+        assert threading.current_thread() is not request_thread, f"{path} read here"
+        return disk_read(root, parts, path, limit)
+
+    rendered: list[bytes] = []
+
+    class Renderer(Recorder):
+        def project_changed(self, project: Project) -> None:
+            super().project_changed(project)
+            rendered.append(project.memory_index())
+            rendered.append(project.preamble("/mnt/x"))
+
+    watcher = Watcher(catalog, Renderer())
+    project = await watcher.load(SLUG)
+    assert project is not None
+    monkeypatch.setattr(sources, "read_file", read_file)
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(watcher.run)
+            (work / SLUG / "memory" / "MEMORY.md").write_text("- [later](later.md)\n")
+            (own / SLUG / "memory" / "new.md").write_text("a new topic\n")
+            await eventually(lambda: any(b"a new topic" in r for r in rendered), "rendered")
+            assert any(b"[later](later.md)" in r for r in rendered)
+            nursery.cancel_scope.cancel()
+    finally:
+        watcher.close()
