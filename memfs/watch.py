@@ -169,6 +169,9 @@ class _Work:
 
     stats: set[tuple[str, int, str]] = field(default_factory=set)  # (slug, origin, path)
     rescans: set[tuple[str, int]] = field(default_factory=set)  # (slug, origin)
+    # Projects the adapter changed itself (a write through the mount): only their bodies
+    # are read ahead, the adapter is not told (it publishes its own changes).
+    ahead: set[str] = field(default_factory=set)  # slug
 
     def __bool__(self) -> bool:
         return bool(self.stats or self.rescans)
@@ -387,6 +390,11 @@ class Watcher:
         read it again (off the request thread) and tell the adapter."""
         self._send.send_nowait(_Work(stats={(project.slug, i, path)}))
 
+    def read_ahead_soon(self, project: Project) -> None:
+        """The adapter changed ``project`` (a write through the mount): read, off the
+        request thread, the bodies its next PREAMBLE.md and MEMORY.md will ask for."""
+        self._send.send_nowait(_Work(ahead={project.slug}))
+
     # --- roots --------------------------------------------------------------------
 
     def _watch_root(self, i: int) -> bool:
@@ -464,6 +472,7 @@ class Watcher:
                     self._handle(wd, mask, name, work, touched)
                 except Exception:
                     log.exception("watch event %s %#x %r failed", wd, mask, name)
+        changed_here = set(work.ahead)
         while work:
             jobs = self._jobs(work)
             self._busy += 1
@@ -475,7 +484,9 @@ class Watcher:
             work = _Work()
             for job, result in zip(jobs, results, strict=True):
                 self._absorb(job, result, touched)
-        await self._read_ahead(list(touched.values()))
+        loaded = self.catalog.loaded()
+        ahead = [loaded[s] for s in sorted(changed_here - touched.keys()) if s in loaded]
+        await self._read_ahead([*touched.values(), *ahead])
         for project in touched.values():
             self.listener.project_changed(project)
 

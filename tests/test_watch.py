@@ -19,7 +19,7 @@ import trio
 from memfs import config as cfg
 from memfs import sources
 from memfs.catalog import Catalog
-from memfs.project import Project
+from memfs.project import MEMORY, Project
 from memfs.watch import HEAVY_SWITCH_S, NEVER, Turns, Watcher
 
 SLUG = "-home-a-proj"
@@ -229,3 +229,31 @@ async def test_a_change_on_disk_is_read_ahead_for_the_renderings(
             nursery.cancel_scope.cancel()
     finally:
         watcher.close()
+
+
+async def test_a_change_through_the_mount_is_read_ahead_when_the_adapter_asks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    own, work = tmp_path / "own" / "projects", tmp_path / "work" / "projects"
+    for root in (own, work):
+        name = root.parent.name
+        (root / SLUG / "memory").mkdir(parents=True)
+        (root / SLUG / "memory" / "MEMORY.md").write_text(f"- [{name}]({name}.md)\n")
+    catalog = Catalog(load(tmp_path, {"own": own, "work": work}))
+    recorder = Recorder()
+    watcher = Watcher(catalog, recorder)
+    project = await watcher.load(SLUG)  # the adapter changed it since: nothing read ahead
+    assert project is not None
+    head = project.head(MEMORY)
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(watcher.run)
+            watcher.read_ahead_soon(project)
+            await eventually(lambda: head in project._bodies, "read ahead")
+            monkeypatch.setattr(sources, "read_file", None)  # nothing is read any more
+            assert project.memory_index() == b"- [own](own.md)\n- [work](work.md)\n"
+            assert b"[work](work.md)" in project.preamble("/mnt/x")
+            nursery.cancel_scope.cancel()
+    finally:
+        watcher.close()
+    assert recorder.projects == []  # the adapter publishes its own changes
