@@ -177,18 +177,27 @@ class Project:
         origin = self.origins[i]
         return sources.scan(origin.root, origin.parts, self.config.limits.max_file_bytes)
 
-    def observe(self, i: int, path: str, found: sources.FileStat | str | None, at_ns: int) -> None:
+    def observe(
+        self,
+        i: int,
+        path: str,
+        found: sources.FileStat | str | None,
+        at_ns: int,
+        *,
+        named: bool = False,
+    ) -> None:
         """What a look at ``path`` in origin ``i`` found at ``at_ns`` (time.monotonic_ns):
         the file, why it is left out (sources.look), or nothing. Taken in unless a later
         look is known already: looks are taken in worker threads (a plan's, the
-        watcher's) and may come back out of order; the latest wins."""
+        watcher's) and may come back out of order; the latest wins. ``named``: the look
+        checked the name rules already (a scan does), see `set_version`."""
         if self._seen.get((i, path), -1) > at_ns:
             return
         self._seen[(i, path)] = at_ns
         if len(self._seen) > 2 * len(self._versions) + SEEN_SLACK:
             self._forget_old_looks(at_ns)
         if isinstance(found, sources.FileStat):
-            self.set_version(i, found)
+            self.set_version(i, found, named=named)
             return
         self.drop_version(i, path)
         if found is not None:
@@ -227,13 +236,12 @@ class Project:
         self.counts.left_out = [e for e in self.counts.left_out if e[0] != label]
         for path, why in scan.left_out:
             self._leave_out(i, path, why)
-        files = list(scan.files)
+        files = scan.files  # the scan checked the name rules of every one
+        exempt = [f for f, _ in scan.by_name if self._exempt(f.path)]
         for f, why in scan.by_name:
-            if self._exempt(f.path):
-                files.append(f)
-            else:
+            if not self._exempt(f.path):
                 self._leave_out(i, f.path, why)
-        new = {f.path: f for f in files}
+        new = {f.path: f for f in [*files, *exempt]}
         # A scan says nothing of what lies below a folder it did not read (too deep, or
         # unreadable for a moment): what was known there stays (SPEC 7.6).
         unread = tuple(
@@ -264,7 +272,9 @@ class Project:
             ):
                 seen[key] = at_ns
             else:
-                self.observe(i, f.path, f, at_ns)
+                self.observe(i, f.path, f, at_ns, named=True)
+        for f in exempt:
+            self.observe(i, f.path, f, at_ns)
         new_dirs = set(scan.dirs)
         gone = [
             p
@@ -317,11 +327,13 @@ class Project:
     def claimed(self, path: str) -> bool:
         return path in self._claimed
 
-    def set_version(self, i: int, f: sources.FileStat) -> None:
+    def set_version(self, i: int, f: sources.FileStat, *, named: bool = False) -> None:
         """Origin ``i`` now holds ``f`` (new or changed).
 
         A path the name rules leave out (names.RULES: a sync tool's temp file, an editor's
         swap file, a stage file) is counted in status instead, unless a writer claimed it.
+        ``named``: the caller found that no rule leaves it out (a scan checks each name it
+        lists), so the rules are not run again (they cost a third of a project's build).
         """
         new = Version(i, f.path, f.size, f.mtime_ns, f.mode, f.atime_ns)
         versions = self._versions.get(f.path)
@@ -333,7 +345,7 @@ class Project:
                 versions[i] = new  # only the atime moved: shown, but no change of the file
                 self._refresh(f.path)
             return
-        why = _path_reason(f.path)
+        why = "" if named else _path_reason(f.path)
         if why and not self._exempt(f.path):
             self.drop_version(i, f.path)  # first: it forgets the path's left-out entry
             self._leave_out(i, f.path, why)
@@ -538,7 +550,9 @@ class Project:
         if not self._show(path, path, leaf):
             return
         self._heads[path] = head
-        if not _in_preamble(path):
+        # Only a claimed temp file passes set_version against the name rules (claim refuses
+        # any other name), so this is _in_preamble without running the rules again.
+        if path in self._claimed:
             return  # a writer's claimed temp file: in the view for it, never in PREAMBLE.md
         if path != MEMORY:
             self._by_mtime.add(head)
@@ -1041,10 +1055,10 @@ def conflict_original(path: str) -> str | None:
     return f"{folder}/{original}" if folder else original
 
 
-# names.path_reason runs every rule's regex on every component (about 50 µs a path, a
-# third of a project's build); a build asks it twice per path (set_version, then
-# _in_preamble) and changes ask again for the same paths. A pure function of the path, so
-# its answers are kept, bounded (thread-safe: workers build, the trio thread changes).
+# names.path_reason runs every rule's regex on every component (tens of µs a path); looks
+# at one path (the watcher's, a plan's) ask again for the same paths. A pure function of
+# the path, so its answers are kept, bounded (thread-safe: workers build, the trio thread
+# changes).
 _path_reason = functools.lru_cache(maxsize=1 << 16)(names.path_reason)
 
 
