@@ -180,11 +180,14 @@ class _Work:
 # The GIL's switch interval while a worker runs a long Python loop (SPEC 7a). A thread that
 # wants the GIL waits this long before CPython makes the holder hand it over; the request
 # thread wants it at every wake-up, several times per request, and a warm `cat` is about
-# five requests. With the default 5 ms, a `cat` while a 10,000-file project was built took
-# up to 83-135 ms (tests/bench/responsive.py); with 0.2 ms its worst was 14 ms and its p99
-# 8 ms, the build about 25 % slower. The warm paths are not touched: the default is back as
-# soon as no such loop runs, and with no thread waiting for the GIL the interval costs
-# nothing anyway (it only decides how long a waiter waits).
+# five requests. Measured with tests/bench/responsive.py (a warm cat while a 10,000-file
+# project is listed for the first time; full collections held back as `Turns` says, else
+# add their 20-50 ms): with the default 5 ms the worst cat took 55 ms (p99 50); with 1 ms
+# 26 ms (p99 13); with 0.5 ms 25-60 (p99 10-20); with 0.2 ms 14-15 ms (p99 6-8), the
+# build some 25 % slower while it serves twice the cats. A build that instead sleeps 50 µs every 16 files, at 5 ms, gave 20-40 ms
+# (p99 7-15) and would put thread yields into the pure core. The warm paths are not
+# touched: the default is back as soon as no such loop runs, and with no thread waiting
+# for the GIL the interval costs nothing anyway (it only bounds how long a waiter waits).
 HEAVY_SWITCH_S = 0.0002
 NEVER = 1 << 30  # a collection threshold never reached
 
