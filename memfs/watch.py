@@ -184,10 +184,11 @@ class _Work:
 # project is listed for the first time; full collections held back as `Turns` says, else
 # add their 20-50 ms): with the default 5 ms the worst cat took 55 ms (p99 50); with 1 ms
 # 26 ms (p99 13); with 0.5 ms 25-60 (p99 10-20); with 0.2 ms 14-15 ms (p99 6-8), the
-# build some 25 % slower while it serves twice the cats. A build that instead sleeps 50 µs every 16 files, at 5 ms, gave 20-40 ms
-# (p99 7-15) and would put thread yields into the pure core. The warm paths are not
-# touched: the default is back as soon as no such loop runs, and with no thread waiting
-# for the GIL the interval costs nothing anyway (it only bounds how long a waiter waits).
+# build some 25 % slower while it serves twice the cats. A build that instead sleeps 50 µs
+# every 16 files, at 5 ms, gave 20-40 ms (p99 7-15) and would put thread yields into the
+# pure core. The warm paths are not touched: the default is back as soon as no such loop
+# runs, and with no thread waiting for the GIL the interval costs nothing anyway (it only
+# bounds how long a waiter waits).
 HEAVY_SWITCH_S = 0.0002
 NEVER = 1 << 30  # a collection threshold never reached
 
