@@ -625,16 +625,22 @@ class Project:
         """Version ``v``'s body, at most ``limit`` bytes (None: the size cap): from the
         bodies kept by `keep_bodies` when they hold it, else from the disk."""
         cap = self.config.limits.max_file_bytes if limit is None else limit
-        kept = self._bodies.get(v)
-        # Kept with a limit as large, or whole (shorter than the limit it was read with).
-        if kept is not None and (kept[0] >= cap or len(kept[1]) < kept[0]):
-            return kept[1][:cap]
+        if self._kept(v, cap):
+            return self._bodies[v][1][:cap]
         origin = self.origins[v.origin]
         return sources.read_file(origin.root, origin.parts, v.path, cap)
 
+    def _kept(self, v: Version, cap: int) -> bool:
+        """At least ``cap`` bytes of ``v`` are kept: read with a limit as large, or whole
+        (shorter than the limit it was read with)."""
+        kept = self._bodies.get(v)
+        return kept is not None and (kept[0] >= cap or len(kept[1]) < kept[0])
+
     def bodies_wanted(self, now_ns: int | None = None) -> list[tuple[Version, BodyRead]]:
-        """The reads the next PREAMBLE.md and MEMORY.md will ask for, each with where to
-        read it (a worker reads them: `read_bodies`); memory only, O(N + index lines).
+        """The reads the next PREAMBLE.md and MEMORY.md will ask for and that are not kept
+        yet, each with where to read it (a worker reads them: `read_bodies`, then
+        `keep_bodies`); memory only, O(N + index lines). Kept bodies no rendering will ask
+        for any more are dropped.
 
         A superset of what the renderings read when every file is text: the latest
         handoffs, the newest files and a few more, every MEMORY.md version, and the start
@@ -667,16 +673,19 @@ class Project:
                 described -= 1
             else:
                 break
-        return [(v, self._body_read(v, limit)) for v, limit in found.items()]
+        self._bodies = {v: kept for v, kept in self._bodies.items() if v in found}
+        return [(v, self._body_read(v, n)) for v, n in found.items() if not self._kept(v, n)]
 
     def _body_read(self, v: Version, limit: int) -> BodyRead:
         origin = self.origins[v.origin]
         return (origin.root, origin.parts, v.path, limit)
 
     def keep_bodies(self, bodies: dict[Version, tuple[int, bytes]]) -> None:
-        """Keep these bodies (version -> (the limit read with, the bytes)) for `read`,
-        instead of those kept before; ``{}`` drops them."""
-        self._bodies = bodies
+        """Keep these bodies (version -> (the limit read with, the bytes)) for `read`."""
+        self._bodies.update(bodies)
+
+    def drop_bodies(self) -> None:
+        self._bodies = {}
 
     def open_fd(self, v: Version) -> int:
         origin = self.origins[v.origin]

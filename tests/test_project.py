@@ -841,6 +841,11 @@ def test_bodies_read_ahead_leave_the_renderings_nothing_to_read(
     assert project.memory_index() == want_memory
     assert project.preamble(FILES_AT, now_ns=at(100)) == want_preamble
     assert reads == []
-    project.keep_bodies({})  # dropped: the disk again
+    # A second look wants nothing more; a change wants only what it changed.
+    assert project.bodies_wanted(now_ns=at(100)) == []
+    write(own / "t79.md", "---\ndescription: changed\n---\nbody 79, changed\n", at(20))
+    project.rescan(0)
+    assert [v.path for v, _ in project.bodies_wanted(now_ns=at(100))] == ["t79.md"]
+    project.drop_bodies()  # dropped: the disk again
     with pytest.raises(AssertionError, match="on the request thread"):
         project.read(project.versions("t00.md")[0])
