@@ -488,17 +488,18 @@ class Watcher:
             work = _Work()
             for job, result in zip(jobs, results, strict=True):
                 self._absorb(job, result, touched)
+        for project in touched.values():
+            self.listener.project_changed(project)
         loaded = self.catalog.loaded()
         ahead = [loaded[s] for s in sorted(changed_here - touched.keys()) if s in loaded]
         await self._read_ahead([*touched.values(), *ahead])
-        for project in touched.values():
-            self.listener.project_changed(project)
 
     async def _read_ahead(self, projects: list[Project]) -> None:
         """Read, in one worker call, the bodies the changed projects' next PREAMBLE.md and
         MEMORY.md will ask for: the adapter renders them on the trio thread, which then
-        reads nothing (SPEC 7a). Done before the adapter is told, so that the lookups
-        its invalidations bring find them."""
+        reads nothing (SPEC 7a). Done after the adapter is told: its invalidations are
+        what makes a change show whole (SPEC 5.4) and must not wait for an optimisation;
+        a rendering asked for meanwhile reads what it needs itself."""
         wanted = [(project, project.bodies_wanted()) for project in projects]
         wanted = [(project, reads) for project, reads in wanted if reads]
         if not wanted:

@@ -193,39 +193,41 @@ def test_turns_restore_only_when_the_last_heavy_call_ends_also_on_errors() -> No
 async def test_a_change_on_disk_is_read_ahead_for_the_renderings(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """SPEC 7a: by the time the adapter hears of a change, the bodies its PREAMBLE.md and
-    MEMORY.md need are read (in a worker): rendering them reads nothing on this thread."""
+    """SPEC 7a: once the watcher took a change in and told the adapter, it reads the bodies
+    the next PREAMBLE.md and MEMORY.md need (in a worker): rendering them reads nothing on
+    this thread."""
     own, work = tmp_path / "own" / "projects", tmp_path / "work" / "projects"
     for root in (own, work):
         (root / SLUG / "memory").mkdir(parents=True)
         (root / SLUG / "memory" / "MEMORY.md").write_text(f"- [{root.parent.name}](x.md)\n")
     catalog = Catalog(load(tmp_path, {"own": own, "work": work}))
-    request_thread = threading.current_thread()
-    disk_read = sources.read_file
-
-    def read_file(root: Path, parts: Sequence[str], path: str, limit: int) -> bytes:
-        assert threading.current_thread() is not request_thread, f"{path} read here"
-        return disk_read(root, parts, path, limit)
-
-    rendered: list[bytes] = []
-
-    class Renderer(Recorder):
-        def project_changed(self, project: Project) -> None:
-            super().project_changed(project)
-            rendered.append(project.memory_index())
-            rendered.append(project.preamble("/mnt/x"))
-
-    watcher = Watcher(catalog, Renderer())
+    recorder = Recorder()
+    watcher = Watcher(catalog, recorder)
     project = await watcher.load(SLUG)
     assert project is not None
-    monkeypatch.setattr(sources, "read_file", read_file)
+
+    def kept(path: str, text: bytes) -> bool:
+        """Some version of ``path`` holding ``text`` is read ahead."""
+        return any(text in project._bodies.get(v, (0, b""))[1] for v in project.versions(path))
+
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(watcher.run)
             (work / SLUG / "memory" / "MEMORY.md").write_text("- [later](later.md)\n")
             (own / SLUG / "memory" / "new.md").write_text("a new topic\n")
-            await eventually(lambda: any(b"a new topic" in r for r in rendered), "rendered")
-            assert any(b"[later](later.md)" in r for r in rendered)
+            await eventually(lambda: kept("new.md", b"a new topic"), "the new file read")
+            await eventually(lambda: kept(MEMORY, b"later"), "the changed MEMORY.md read")
+            assert SLUG in recorder.projects  # told first
+            request_thread = threading.current_thread()
+            disk_read = sources.read_file
+
+            def read_file(root: Path, parts: Sequence[str], path: str, limit: int) -> bytes:
+                assert threading.current_thread() is not request_thread, f"{path} read here"
+                return disk_read(root, parts, path, limit)
+
+            monkeypatch.setattr(sources, "read_file", read_file)
+            assert b"[later](later.md)" in project.memory_index()
+            assert b"a new topic" in project.preamble("/mnt/x")
             nursery.cancel_scope.cancel()
     finally:
         watcher.close()
