@@ -31,6 +31,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -223,6 +224,12 @@ def main(argv: list[str] | None = None) -> int:
     src = args.memfs_src.resolve() if args.memfs_src else bench.snapshot_memfs(base)
     os.environ["PYTHONPATH"] = str(src)
     os.environ.update(fixture.sandbox_env(base / "self"))
+
+    def interrupted(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(signal.Signals(signum).name)  # unmounts on the way out
+
+    signal.signal(signal.SIGTERM, interrupted)
+    signal.signal(signal.SIGHUP, interrupted)
     mounts = Mounts(sys.executable, out / "logs")
     try:
         rs = fixture.build_responsive(
@@ -252,4 +259,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt as exc:
+        print(f"\ninterrupted ({exc or 'Ctrl-C'}); everything it mounted is unmounted")
+        sys.exit(130)
