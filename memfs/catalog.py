@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterable
 
 from sortedcontainers import SortedDict
 
@@ -114,10 +115,13 @@ class Catalog:
     def origins(self, slug: str) -> list[Origin]:
         return [self._origin(s, n) for s, n in sorted(self._listing().get(slug, ()))]
 
-    def build(self, slug: str, scan: bool = True) -> Project:
-        """A project of every folder listed for ``slug``: reads its whiteouts and, with
-        ``scan``, every folder (disk I/O); not published until `adopt`."""
-        whiteouts = state.load_whiteouts(self.config.state_dir, slug)
+    def build(
+        self, slug: str, scan: bool = True, whiteouts: Iterable[state.Whiteout] | None = None
+    ) -> Project:
+        """A project of every folder listed for ``slug``: reads its whiteouts (unless
+        given) and, with ``scan``, every folder (disk I/O); not published until `adopt`."""
+        if whiteouts is None:
+            whiteouts = state.load_whiteouts(self.config.state_dir, slug)
         project = Project(slug, self.config, (), whiteouts)
         for origin in self.origins(slug):
             project.add_origin(origin, None if scan else sources.Scan(exists=False))
@@ -190,15 +194,18 @@ class Catalog:
             return None
         return staging.Place(own.root, (slug, *own.tail))
 
-    def own_folder_made(self, slug: str) -> Project:
+    def own_folder_made(
+        self, slug: str, whiteouts: Iterable[state.Whiteout] | None = None
+    ) -> Project:
         """The own source's folder for ``slug`` was made through the mount (its first write,
-        or mkdir at the root): list it, without reading anything."""
+        or mkdir at the root): list it, without reading anything but, if not given, the
+        project's whiteouts (a small state file: the caller can read it in its worker)."""
         own_index = self.config.own_index
         assert own_index is not None
         self.folder_added(own_index, slug)
         project = self._projects.get(slug)
         if project is None:
-            project = self.adopt(self.build(slug, scan=False))
+            project = self.adopt(self.build(slug, scan=False, whiteouts=whiteouts))
         return project
 
     def _check(self) -> None:

@@ -12,6 +12,7 @@ handoff rank), so a preamble costs O(N + index lines) and one changed file O(log
 from __future__ import annotations
 
 import enum
+import functools
 import logging
 import time
 from collections import Counter
@@ -77,6 +78,10 @@ class Leaf:
 
 
 FOREVER_NS = 1 << 62
+# Reads `bodies_wanted` adds beyond what the renderings need when every file is text: a
+# rendering skips a file that is not text, or gone, and reads the next one.
+SPARE_READS = 2
+BodyRead = tuple[Path, tuple[str, ...], str, int]  # (root, parts, path, limit)
 SEEN_SLACK = 4096  # looks at vanished paths kept before they are pruned
 SEEN_KEEP_NS = 60 * 1_000_000_000  # far longer than any worker's read of the disk
 
@@ -134,6 +139,9 @@ class Project:
         self._memory: Rendered | None = None
         self._preamble: Rendered | None = None
         self._descriptions: dict[Version, str | None] = {}
+        # version -> (the limit it was read with, its bytes), read off the request thread
+        # for the renderings to come (`bodies_wanted`, `keep_bodies`)
+        self._bodies: dict[Version, tuple[int, bytes]] = {}
         # (generation, value): what `memfs status` asks, computed once per generation
         self._stale: tuple[int, list[tuple[str, str]]] | None = None
         self._over_limit: tuple[int, MemoryOverLimit | None] | None = None
@@ -169,18 +177,27 @@ class Project:
         origin = self.origins[i]
         return sources.scan(origin.root, origin.parts, self.config.limits.max_file_bytes)
 
-    def observe(self, i: int, path: str, found: sources.FileStat | str | None, at_ns: int) -> None:
+    def observe(
+        self,
+        i: int,
+        path: str,
+        found: sources.FileStat | str | None,
+        at_ns: int,
+        *,
+        named: bool = False,
+    ) -> None:
         """What a look at ``path`` in origin ``i`` found at ``at_ns`` (time.monotonic_ns):
         the file, why it is left out (sources.look), or nothing. Taken in unless a later
         look is known already: looks are taken in worker threads (a plan's, the
-        watcher's) and may come back out of order; the latest wins."""
+        watcher's) and may come back out of order; the latest wins. ``named``: the look
+        checked the name rules already (a scan does), see `set_version`."""
         if self._seen.get((i, path), -1) > at_ns:
             return
         self._seen[(i, path)] = at_ns
         if len(self._seen) > 2 * len(self._versions) + SEEN_SLACK:
             self._forget_old_looks(at_ns)
         if isinstance(found, sources.FileStat):
-            self.set_version(i, found)
+            self.set_version(i, found, named=named)
             return
         self.drop_version(i, path)
         if found is not None:
@@ -219,13 +236,12 @@ class Project:
         self.counts.left_out = [e for e in self.counts.left_out if e[0] != label]
         for path, why in scan.left_out:
             self._leave_out(i, path, why)
-        files = list(scan.files)
+        files = scan.files  # the scan checked the name rules of every one
+        exempt = [f for f, _ in scan.by_name if self._exempt(f.path)]
         for f, why in scan.by_name:
-            if self._exempt(f.path):
-                files.append(f)
-            else:
+            if not self._exempt(f.path):
                 self._leave_out(i, f.path, why)
-        new = {f.path: f for f in files}
+        new = {f.path: f for f in [*files, *exempt]}
         # A scan says nothing of what lies below a folder it did not read (too deep, or
         # unreadable for a moment): what was known there stays (SPEC 7.6).
         unread = tuple(
@@ -240,7 +256,24 @@ class Project:
         ]
         for path in old:
             self.observe(i, path, None, at_ns)
+        versions, seen = self._versions, self._seen
         for f in files:
+            # Known and unchanged, the common case of a rescan (the watcher's, absorbed on
+            # the request thread): only the time of the look is taken in, as observe would,
+            # in a fifth of observe's time.
+            known = versions.get(f.path)
+            v = known.get(i) if known is not None else None
+            key = (i, f.path)
+            if (
+                v is not None
+                and (v.size, v.mtime_ns, v.mode, v.atime_ns)
+                == (f.size, f.mtime_ns, f.mode, f.atime_ns)
+                and seen.get(key, -1) <= at_ns
+            ):
+                seen[key] = at_ns
+            else:
+                self.observe(i, f.path, f, at_ns, named=True)
+        for f in exempt:
             self.observe(i, f.path, f, at_ns)
         new_dirs = set(scan.dirs)
         gone = [
@@ -288,31 +321,36 @@ class Project:
 
         A no-op for names no rule matches, so the adapter may call it on every create.
         """
-        if names.path_reason(path) and not names.is_stage(sources.split(path)[-1]):
+        if _path_reason(path) and not names.is_stage(sources.split(path)[-1]):
             self._claimed.add(path)
 
     def claimed(self, path: str) -> bool:
         return path in self._claimed
 
-    def set_version(self, i: int, f: sources.FileStat) -> None:
+    def set_version(self, i: int, f: sources.FileStat, *, named: bool = False) -> None:
         """Origin ``i`` now holds ``f`` (new or changed).
 
         A path the name rules leave out (names.RULES: a sync tool's temp file, an editor's
         swap file, a stage file) is counted in status instead, unless a writer claimed it.
+        ``named``: the caller found that no rule leaves it out (a scan checks each name it
+        lists), so the rules are not run again (they cost a third of a project's build).
         """
-        why = names.path_reason(f.path)
+        new = Version(i, f.path, f.size, f.mtime_ns, f.mode, f.atime_ns)
+        versions = self._versions.get(f.path)
+        old = versions.get(i) if versions is not None else None
+        if versions is not None and old is not None and old == new:
+            # Known already, so the name rules let it in (a claim lasts while the path has
+            # a version): no rule to check, the common case of every rescan.
+            if old.atime_ns != new.atime_ns:
+                versions[i] = new  # only the atime moved: shown, but no change of the file
+                self._refresh(f.path)
+            return
+        why = "" if named else _path_reason(f.path)
         if why and not self._exempt(f.path):
             self.drop_version(i, f.path)  # first: it forgets the path's left-out entry
             self._leave_out(i, f.path, why)
             return
         versions = self._versions.setdefault(f.path, {})
-        new = Version(i, f.path, f.size, f.mtime_ns, f.mode, f.atime_ns)
-        old = versions.get(i)
-        if old == new:
-            if old is not None and old.atime_ns != new.atime_ns:
-                versions[i] = new  # only the atime moved: shown, but no change of the file
-                self._refresh(f.path)
-            return
         is_new = i not in versions
         versions[i] = new
         if is_new:
@@ -512,7 +550,9 @@ class Project:
         if not self._show(path, path, leaf):
             return
         self._heads[path] = head
-        if not _in_preamble(path):
+        # Only a claimed temp file passes set_version against the name rules (claim refuses
+        # any other name), so this is _in_preamble without running the rules again.
+        if path in self._claimed:
             return  # a writer's claimed temp file: in the view for it, never in PREAMBLE.md
         if path != MEMORY:
             self._by_mtime.add(head)
@@ -582,9 +622,70 @@ class Project:
         return list(self._dirs)
 
     def read(self, v: Version, limit: int | None = None) -> bytes:
-        origin = self.origins[v.origin]
+        """Version ``v``'s body, at most ``limit`` bytes (None: the size cap): from the
+        bodies kept by `keep_bodies` when they hold it, else from the disk."""
         cap = self.config.limits.max_file_bytes if limit is None else limit
+        if self._kept(v, cap):
+            return self._bodies[v][1][:cap]
+        origin = self.origins[v.origin]
         return sources.read_file(origin.root, origin.parts, v.path, cap)
+
+    def _kept(self, v: Version, cap: int) -> bool:
+        """At least ``cap`` bytes of ``v`` are kept: read with a limit as large, or whole
+        (shorter than the limit it was read with)."""
+        kept = self._bodies.get(v)
+        return kept is not None and (kept[0] >= cap or len(kept[1]) < kept[0])
+
+    def bodies_wanted(self, now_ns: int | None = None) -> list[tuple[Version, BodyRead]]:
+        """The reads the next PREAMBLE.md and MEMORY.md will ask for and that are not kept
+        yet, each with where to read it (a worker reads them: `read_bodies`, then
+        `keep_bodies`); memory only, O(N + index lines). Kept bodies no rendering will ask
+        for any more are dropped.
+
+        A superset of what the renderings read when every file is text: the latest
+        handoffs, the newest files and a few more, every MEMORY.md version, and the start
+        of each file the index may describe (unless described already). Whatever a
+        rendering asks beyond these, it reads itself.
+        """
+        now = time.time_ns() if now_ns is None else now_ns
+        settings = self.config.preamble
+        cap = self.config.limits.max_file_bytes
+        found: dict[Version, int] = {}
+        leaf = self.tree.leaf(MEMORY)
+        if leaf is not None and leaf.version is not None:
+            for v in (leaf.version, *leaf.others):
+                found[v] = cap
+        handoffs = [v for v in reversed(self._handoffs) if v.mtime_ns <= now][:SPARE_READS]
+        for v in handoffs:
+            found[v] = cap
+        end = self._by_mtime.bisect_key_right((now, "\U0010ffff"))
+        whole = settings.newest + SPARE_READS
+        described = settings.index_max
+        for pos in range(end - 1, -1, -1):
+            v = self._by_mtime[pos]
+            superseded = v in self._handoffs and v not in handoffs[:1]  # never inlined
+            if whole > 0 and not superseded:
+                found[v] = cap
+                whole -= 1
+            elif described > 0:
+                if v not in self._descriptions:
+                    found.setdefault(v, DESCRIPTION_BYTES)
+                described -= 1
+            else:
+                break
+        self._bodies = {v: kept for v, kept in self._bodies.items() if v in found}
+        return [(v, self._body_read(v, n)) for v, n in found.items() if not self._kept(v, n)]
+
+    def _body_read(self, v: Version, limit: int) -> BodyRead:
+        origin = self.origins[v.origin]
+        return (origin.root, origin.parts, v.path, limit)
+
+    def keep_bodies(self, bodies: dict[Version, tuple[int, bytes]]) -> None:
+        """Keep these bodies (version -> (the limit read with, the bytes)) for `read`."""
+        self._bodies.update(bodies)
+
+    def drop_bodies(self) -> None:
+        self._bodies = {}
 
     def open_fd(self, v: Version) -> int:
         origin = self.origins[v.origin]
@@ -893,6 +994,7 @@ class Project:
                 assert path in self._conflicts.get(original, ()), path
                 assert not shown, (path, shown)
             assert not names.path_reason(path) or self._exempt(path), path
+            assert _path_reason(path) == names.path_reason(path), path
         for original, copies_of in self._conflicts.items():
             assert copies_of, original
             assert all(conflict_original(c) == original for c in copies_of), original
@@ -909,6 +1011,18 @@ class Project:
 
     def _heads_memory(self) -> list[Version]:
         return [v for p, v in self._heads.items() if p == MEMORY]
+
+
+def read_bodies(reads: Sequence[tuple[Version, BodyRead]]) -> dict[Version, tuple[int, bytes]]:
+    """Worker thread: every read of `Project.bodies_wanted` that succeeds (a file gone
+    since is left to the rendering, which reports it)."""
+    out: dict[Version, tuple[int, bytes]] = {}
+    for v, (root, parts, path, limit) in reads:
+        try:
+            out[v] = (limit, sources.read_file(root, parts, path, limit))
+        except OSError:
+            continue
+    return out
 
 
 def empty_preamble(config: Config, slug: str, files_at: str | None) -> bytes:
@@ -950,9 +1064,16 @@ def conflict_original(path: str) -> str | None:
     return f"{folder}/{original}" if folder else original
 
 
+# names.path_reason runs every rule's regex on every component (tens of µs a path); looks
+# at one path (the watcher's, a plan's) ask again for the same paths. A pure function of
+# the path, so its answers are kept, bounded (thread-safe: workers build, the trio thread
+# changes).
+_path_reason = functools.lru_cache(maxsize=1 << 16)(names.path_reason)
+
+
 def _in_preamble(path: str) -> bool:
     """Heads the preamble may draw on: every one but a claimed temp file (names.RULES)."""
-    return not names.path_reason(path)
+    return not _path_reason(path)
 
 
 def _hidden(path: str) -> bool:

@@ -762,3 +762,90 @@ def test_looks_at_vanished_paths_are_forgotten_in_time(fh: FakeHome) -> None:
     assert len(project._seen) <= 2 * project_mod.SEEN_SLACK
     assert (0, "kept.md") in project._seen  # a path that is there keeps its look
     project._check()
+
+
+def test_a_rescan_that_finds_nothing_new_changes_nothing(fh: FakeHome) -> None:
+    # The common rescan (an inotify overflow, a folder appearing): every file known already.
+    own, work = fh.memory(".claude"), fh.memory(".claude-work")
+    for k in range(20):
+        write(own / "sub" / f"n{k}.md", f"own {k}", at(k + 1))
+        write(work / f"w{k}.md", f"work {k}", at(k + 1))
+    write(work / ".w0.md.swp", "a swap file", at(1))  # left out by name, every time
+    project = load_project(fh.config())
+    before, generation = view(project), project.generation
+    project.tree.changes.clear()
+    for i in range(len(project.origins)):
+        project.rescan(i)
+        project._check()
+    assert project.generation == generation
+    assert not project.tree.changes
+    assert view(project) == before
+    assert ("work", ".w0.md.swp") in left_out(project)
+    # A file that did change is still taken in by the same rescan.
+    w = project.origins.index(next(o for o in project.origins if o.source == 1))
+    write(work / "w3.md", "work 3, longer now", at(40))
+    project.rescan(w)
+    project._check()
+    assert project.generation > generation
+    assert project.tree.changes == {"w3.md"}
+    # The rescan's time is taken in for the files it found unchanged too: an older look
+    # coming back late loses, a later one wins, and a later one stays over the rescan.
+    scan, t = project.scan(w), 10**15
+    project.rescan(w, scan, t)
+    project.observe(w, "w5.md", None, t - 1)
+    assert project.tree.leaf("w5.md") is not None
+    project.observe(w, "w5.md", None, t + 1)
+    assert project.tree.leaf("w5.md") is None
+    later = FileStat("w6.md", 99, at(50))
+    project.observe(w, "w6.md", later, t + 10)
+    project.rescan(w, scan, t + 5)
+    leaf = project.tree.leaf("w6.md")
+    assert leaf is not None
+    assert leaf.version is not None
+    assert leaf.version.size == 99
+    project._check()
+
+
+def test_bodies_read_ahead_leave_the_renderings_nothing_to_read(
+    fh: FakeHome, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # SPEC 7a: the watcher reads what the next PREAMBLE.md and MEMORY.md need in a worker
+    # (bodies_wanted, read_bodies, keep_bodies); the renderings, on the request thread,
+    # then read nothing, and are byte for byte what reading the disk gives.
+    from memfs import project as project_mod
+
+    own, work, pi = fh.memory(".claude"), fh.memory(".claude-work"), fh.pi()
+    write(own / "MEMORY.md", "- [a](a.md)\n", at(1))
+    write(work / "MEMORY.md", "- [b](b.md)\nwork line\n", at(2))
+    write(pi / "MEMORY.md", "- [c](c.md)\n", at(3))
+    write(own / "handoff-x_20260105.md", "latest handoff\n", at(4))
+    write(work / "handoff-y_20260102.md", "an older handoff\n", at(40))
+    write(own / "blob.md", b"binary\0body", at(30))
+    for k in range(80):
+        body = f"---\ndescription: topic {k}\n---\nbody {k}\n"
+        write((own if k % 2 else work) / f"t{k:02d}.md", body, at(5 + k / 10))
+    expected = load_project(fh.config())
+    want_preamble = expected.preamble(FILES_AT, now_ns=at(100))
+    want_memory = expected.memory_index()
+    for part in (b"latest handoff", b"work line", b"[c](c.md)", b"topic 40", b"body 79"):
+        assert part in want_preamble, part  # handoff, union, descriptions, newest inlined
+    project = load_project(fh.config())
+    project.keep_bodies(project_mod.read_bodies(project.bodies_wanted(now_ns=at(100))))
+    reads: list[str] = []
+
+    def refuse(root: Path, parts: object, path: str, limit: int) -> bytes:
+        reads.append(path)
+        raise AssertionError(f"read {path} on the request thread")
+
+    monkeypatch.setattr(project_mod.sources, "read_file", refuse)
+    assert project.memory_index() == want_memory
+    assert project.preamble(FILES_AT, now_ns=at(100)) == want_preamble
+    assert reads == []
+    # A second look wants nothing more; a change wants only what it changed.
+    assert project.bodies_wanted(now_ns=at(100)) == []
+    write(own / "t79.md", "---\ndescription: changed\n---\nbody 79, changed\n", at(20))
+    project.rescan(0)
+    assert [v.path for v, _ in project.bodies_wanted(now_ns=at(100))] == ["t79.md"]
+    project.drop_bodies()  # dropped: the disk again
+    with pytest.raises(AssertionError, match="on the request thread"):
+        project.read(project.versions("t00.md")[0])

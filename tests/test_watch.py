@@ -6,16 +6,21 @@ here the listener records. Waits poll a condition under a deadline.
 
 from __future__ import annotations
 
+import gc
 import os
-from collections.abc import Callable
+import sys
+import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import pytest
 import trio
 
 from memfs import config as cfg
+from memfs import sources
 from memfs.catalog import Catalog
-from memfs.project import Project
-from memfs.watch import Watcher
+from memfs.project import MEMORY, Project
+from memfs.watch import HEAVY_SWITCH_S, NEVER, Turns, Watcher
 
 SLUG = "-home-a-proj"
 
@@ -139,3 +144,118 @@ async def test_one_load_per_project_however_many_wait(tmp_path: Path) -> None:
         assert await watcher.load("-nobody-has-this") is None
     finally:
         watcher.close()
+
+
+async def test_a_load_shares_the_gil_finely_and_restores_the_interpreter_after(
+    tmp_path: Path,
+) -> None:
+    """SPEC 7a: while a worker builds a project, the GIL's switch interval is short and full
+    collections wait; both come back as they were after, and the project is frozen."""
+    own = tmp_path / "own" / "projects"
+    for i in range(50):
+        path = own / SLUG / "memory" / f"f{i}.md"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"{i}\n")
+    catalog = Catalog(load(tmp_path, {"own": own}))
+    watcher = Watcher(catalog, Recorder())
+    seen: list[tuple[float, tuple[int, int, int]]] = []
+    # Called in the worker, in the middle of the build.
+    watcher.warm = lambda project: seen.append((sys.getswitchinterval(), gc.get_threshold()))
+    before = (sys.getswitchinterval(), gc.get_threshold())
+    frozen = gc.get_freeze_count()
+    try:
+        project = await watcher.load(SLUG)
+        assert project is not None
+        assert seen == [(pytest.approx(HEAVY_SWITCH_S), (before[1][0], before[1][1], NEVER))]
+        assert (sys.getswitchinterval(), gc.get_threshold()) == before
+        assert watcher.turns.freezes == 1
+        assert gc.get_freeze_count() > frozen
+        assert watcher.turns.running == 0
+    finally:
+        watcher.close()
+        gc.unfreeze()  # the rest of the test run is collected as usual
+
+
+def test_turns_restore_only_when_the_last_heavy_call_ends_also_on_errors() -> None:
+    turns = Turns(switch_s=0.0003)
+    before = (sys.getswitchinterval(), gc.get_threshold())
+    low = (pytest.approx(0.0003), (before[1][0], before[1][1], NEVER))
+    with turns.heavy():
+        assert (sys.getswitchinterval(), gc.get_threshold()) == low
+        with pytest.raises(RuntimeError), turns.heavy():  # two loads at once, one fails
+            raise RuntimeError("a worker failed")
+        assert (sys.getswitchinterval(), gc.get_threshold()) == low
+        assert turns.running == 1
+    assert (sys.getswitchinterval(), gc.get_threshold()) == before
+    assert turns.running == 0
+
+
+async def test_a_change_on_disk_is_read_ahead_for_the_renderings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SPEC 7a: once the watcher took a change in and told the adapter, it reads the bodies
+    the next PREAMBLE.md and MEMORY.md need (in a worker): rendering them reads nothing on
+    this thread."""
+    own, work = tmp_path / "own" / "projects", tmp_path / "work" / "projects"
+    for root in (own, work):
+        (root / SLUG / "memory").mkdir(parents=True)
+        (root / SLUG / "memory" / "MEMORY.md").write_text(f"- [{root.parent.name}](x.md)\n")
+    catalog = Catalog(load(tmp_path, {"own": own, "work": work}))
+    recorder = Recorder()
+    watcher = Watcher(catalog, recorder)
+    project = await watcher.load(SLUG)
+    assert project is not None
+
+    def kept(path: str, text: bytes) -> bool:
+        """Some version of ``path`` holding ``text`` is read ahead."""
+        return any(text in project._bodies.get(v, (0, b""))[1] for v in project.versions(path))
+
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(watcher.run)
+            (work / SLUG / "memory" / "MEMORY.md").write_text("- [later](later.md)\n")
+            (own / SLUG / "memory" / "new.md").write_text("a new topic\n")
+            await eventually(lambda: kept("new.md", b"a new topic"), "the new file read")
+            await eventually(lambda: kept(MEMORY, b"later"), "the changed MEMORY.md read")
+            assert SLUG in recorder.projects  # told first
+            request_thread = threading.current_thread()
+            disk_read = sources.read_file
+
+            def read_file(root: Path, parts: Sequence[str], path: str, limit: int) -> bytes:
+                assert threading.current_thread() is not request_thread, f"{path} read here"
+                return disk_read(root, parts, path, limit)
+
+            monkeypatch.setattr(sources, "read_file", read_file)
+            assert b"[later](later.md)" in project.memory_index()
+            assert b"a new topic" in project.preamble("/mnt/x")
+            nursery.cancel_scope.cancel()
+    finally:
+        watcher.close()
+
+
+async def test_a_change_through_the_mount_is_read_ahead_when_the_adapter_asks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    own, work = tmp_path / "own" / "projects", tmp_path / "work" / "projects"
+    for root in (own, work):
+        name = root.parent.name
+        (root / SLUG / "memory").mkdir(parents=True)
+        (root / SLUG / "memory" / "MEMORY.md").write_text(f"- [{name}]({name}.md)\n")
+    catalog = Catalog(load(tmp_path, {"own": own, "work": work}))
+    recorder = Recorder()
+    watcher = Watcher(catalog, recorder)
+    project = await watcher.load(SLUG)  # the adapter changed it since: nothing read ahead
+    assert project is not None
+    head = project.head(MEMORY)
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(watcher.run)
+            watcher.read_ahead_soon(project)
+            await eventually(lambda: head in project._bodies, "read ahead")
+            monkeypatch.setattr(sources, "read_file", None)  # nothing is read any more
+            assert project.memory_index() == b"- [own](own.md)\n- [work](work.md)\n"
+            assert b"[work](work.md)" in project.preamble("/mnt/x")
+            nursery.cancel_scope.cancel()
+    finally:
+        watcher.close()
+    assert recorder.projects == []  # the adapter publishes its own changes

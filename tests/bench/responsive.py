@@ -18,22 +18,32 @@ works through the same mount in turns, each a window of time:
 Every read that overlaps a window counts for it, so the read a blocked request held up is
 in. The windows run in ``rounds``, each round on fresh targets. The phase reports p50, p99
 and the worst read per window kind, with how long the second client's work took.
+
+``tests/bench/run.py`` runs it among the other phases. Alone, on its own fixture only
+(seconds instead of minutes; the same memfs snapshot, sandbox and teardown as run.py)::
+
+    .venv/bin/python -m tests.bench.responsive [--rounds N] [--profile] [--memfs-src DIR]
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from tests.bench import measure
+from tests.bench import fixture, measure
 from tests.bench.fixture import UNLINKED, Responsive
+from tests.bench.mounts import PROFILE_ENV, Mounts
 
 IDLE_S = 1.0
 PAUSE_S = 0.2  # between two windows: the reads of one never spill into the next
@@ -193,3 +203,64 @@ def render(summary: dict[str, Any], big: int) -> list[str]:
             f"{v['p99_ms']:>9.2f}{v['max_ms']:>10.1f}{v['work_ms']:>13.1f}"
         )
     return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    """This phase alone: its fixture, one memfs, the table of run.py's responsiveness lines."""
+    from tests.bench import run as bench  # run.py imports this module: import it late
+
+    parser = argparse.ArgumentParser(prog="python -m tests.bench.responsive", description=__doc__)
+    parser.add_argument("--rounds", type=int, default=bench.FULL.responsive_rounds)
+    parser.add_argument("--out", type=Path, default=bench.REPO / "tests" / "bench" / "out")
+    parser.add_argument("--profile", action="store_true", help="run memfs under cProfile")
+    parser.add_argument("--memfs-src", type=Path, help="another memfs package to measure")
+    args = parser.parse_args(argv)
+    out = args.out.resolve()
+    (out / "logs").mkdir(parents=True, exist_ok=True)
+    if args.profile:
+        os.environ[PROFILE_ENV] = str(out / "profiles")
+        shutil.rmtree(out / "profiles", ignore_errors=True)
+    base = Path(tempfile.mkdtemp(prefix="memfs-bench-responsive-"))
+    src = args.memfs_src.resolve() if args.memfs_src else bench.snapshot_memfs(base)
+    os.environ["PYTHONPATH"] = str(src)
+    os.environ.update(fixture.sandbox_env(base / "self"))
+
+    def interrupted(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(signal.Signals(signum).name)  # unmounts on the way out
+
+    signal.signal(signal.SIGTERM, interrupted)
+    signal.signal(signal.SIGHUP, interrupted)
+    mounts = Mounts(sys.executable, out / "logs")
+    try:
+        rs = fixture.build_responsive(
+            base / "responsive",
+            seed=bench.SEED + 3,
+            rounds=args.rounds,
+            big_files=bench.BIG_PROJECT,
+            appends=bench.READ_ONLY_APPENDS,
+        )
+        mnt = base / "mnt" / "responsive"
+        mount = mounts.memfs(rs.fixture.env, rs.fixture.config, mnt, "responsive")
+        mount.wait_ready(mnt / rs.reader_slug)
+        try:
+            raw = run(mnt, rs, args.rounds, rs.fixture.env)
+        finally:
+            mounts.close(mount)
+    finally:
+        mounts.close_all()
+        shutil.rmtree(base, ignore_errors=True)
+    summary = summarise(raw)
+    (out / "responsive.json").write_text(json.dumps({"raw": raw, "summary": summary}) + "\n")
+    print("\n".join(render(summary, bench.BIG_PROJECT)))
+    print(f"memfs {bench.memfs_source(args.memfs_src)}; {args.rounds} rounds")
+    if args.profile:
+        bench.print_profiles(out / "profiles")
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt as exc:
+        print(f"\ninterrupted ({exc or 'Ctrl-C'}); everything it mounted is unmounted")
+        sys.exit(130)
