@@ -9,17 +9,21 @@ SPEC 4 (owner, real size and mtime), 7.6 (modes, st_nlink, atime).
 from __future__ import annotations
 
 import errno
+import os
 import stat
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from pathlib import Path
 
 import pyfuse3
 
+from memfs import sources
 from memfs.catalog import Catalog, is_project_name
 from memfs.config import Config
 from memfs.history import in_history
 from memfs.inodes import HERE_KEY, ROOT_KEY, Key
-from memfs.project import Kind, Leaf, Origin, Project
+from memfs.project import PREAMBLE, Kind, Leaf, Origin, Project
 from memfs.writing import OpenFiles
 
 CACHE_TIMEOUT = 3600.0  # long kernel caching, kept true by invalidation (FUSE-NOTES)
@@ -162,3 +166,74 @@ class Shown:
         e.st_mtime_ns = e.st_ctime_ns = mtime_ns
         e.st_atime_ns = atime_ns or mtime_ns
         return e
+
+
+@dataclass(frozen=True)
+class Listing:
+    """A folder's entries as one opendir saw them: (name, key, attributes). Attributes are
+    kept only while nothing they depend on changed (their ``st_ino`` is set by readdir: a
+    name takes a number only when it is listed): the project's generation and the
+    inode numbers' epoch are ``stamp``; None marks an entry computed at each readdir
+    (PREAMBLE.md, a file being created, every entry of the root)."""
+
+    stamp: tuple[int, int]
+    entries: list[tuple[bytes, Key, pyfuse3.EntryAttributes | None]]
+
+    def holds(self, project: Project, epoch: int) -> bool:
+        """Whether its kept attributes still hold for ``project`` and the inode epoch."""
+        return self.stamp == (project.generation, epoch)
+
+
+class Listings:
+    """Project folders' listings with their entries' attributes, kept per folder until the
+    project or the inode numbers change: a warm `ls` costs no attribute building. Called on
+    the trio thread only."""
+
+    def __init__(self, shown: Shown) -> None:
+        self.shown = shown
+        self._kept: dict[Key, Listing] = {}  # folder -> its listing at its stamp
+
+    def of(
+        self, project: Project, path: str, pending: Collection[str], epoch: int
+    ) -> Listing | None:
+        """The listing of folder ``path`` of ``project``, with the names being created
+        there (``pending``); None if it is not a folder."""
+        folder = (project.slug, path)
+        stamp = (project.generation, epoch)
+        kept = self._kept.get(folder)
+        if kept is not None and kept.holds(project, epoch) and not pending:
+            return kept
+        children = project.tree.children(path)
+        if children is None:
+            return None
+        prefix = f"{path}/" if path else ""
+        entries: list[tuple[bytes, Key, pyfuse3.EntryAttributes | None]] = []
+        for name in sorted({*children, *pending}):
+            key = (project.slug, prefix + name)
+            attrs = None
+            if key[1] != PREAMBLE and name not in pending:
+                try:
+                    attrs = self.shown.of(0, key, project)
+                except pyfuse3.FUSEError:
+                    continue
+            entries.append((os.fsencode(name), key, attrs))
+        listing = Listing(stamp, entries)
+        if not pending:
+            self._kept[folder] = listing
+        return listing
+
+
+def statvfs_of(root: Path) -> pyfuse3.StatvfsData:
+    """statfs of the mount: the own source's filesystem (blocking: run in a worker)."""
+    try:
+        st = os.statvfs(root)
+    except OSError:
+        st = os.statvfs("/")
+    data = pyfuse3.StatvfsData()
+    for attr in ("f_bsize", "f_frsize", "f_blocks", "f_bfree", "f_bavail"):
+        setattr(data, attr, getattr(st, attr))
+    data.f_files = st.f_files
+    data.f_ffree = st.f_ffree
+    data.f_favail = st.f_favail
+    data.f_namemax = sources.NAME_MAX
+    return data

@@ -33,12 +33,13 @@ import pyfuse3
 import trio
 
 from memfs import procs, sources, staging, status, writes
-from memfs.attrs import Shown
+from memfs.attrs import Listing, Listings, Shown, statvfs_of
 from memfs.catalog import Catalog, is_project_name
 from memfs.config import Config
 from memfs.here import Here
 from memfs.inodes import HERE, HERE_INODE, HERE_KEY, ROOT_INODE, ROOT_KEY, Inodes, Key
-from memfs.kernel import Kernel
+from memfs.kernel import Kernel, token_of
+from memfs.pins import Pins
 from memfs.project import MEMORY, PREAMBLE, Kind, Leaf, Origin, Project
 from memfs.renderings import Renderings
 from memfs.tree import ancestors, parent_of
@@ -102,13 +103,15 @@ class MemFS(pyfuse3.Operations):
         self.kernel = Kernel()
         self.inodes = Inodes()
         self.files = OpenFiles()
+        self.pins = Pins()  # source folders kept open: an open costs an openat and an fstat
         self.renderings = Renderings(config, self.catalog, self.inodes, self.mountpoint)
         self.shown = Shown(
             config, self.catalog, self.files, self._preamble_size, os.getuid(), os.getgid()
         )
         self.here = Here(self.mountpoint)
         self.started_ns = self.shown.started_ns
-        self._listings: dict[int, list[tuple[str, Key]]] = {}  # dir handle -> snapshot
+        self._listings: dict[int, Listing] = {}  # dir handle -> snapshot
+        self.listings = Listings(self.shown)  # folder -> entries with attributes, kept
         self._next_dh = 1
         self._commit_lock = trio.Lock()  # one plan at a time: history names stay ordered
         self._watcher: Watcher | None = None
@@ -202,8 +205,9 @@ class MemFS(pyfuse3.Operations):
     async def forget(self, inode_list: Sequence[tuple[int, int]]) -> None:
         for ino, n in inode_list:
             self.inodes.forget(ino, n, self._exists)
+            if not self.inodes.lookups(ino):
+                self.kernel.forgotten(ino)  # the kernel evicted it, and its pages with it
             if self.inodes.key(ino) is None:
-                self.kernel.forgotten(ino)
                 self.renderings.forgotten(ino)
 
     async def _attrs_of(self, ino: int, key: Key) -> pyfuse3.EntryAttributes:
@@ -242,21 +246,14 @@ class MemFS(pyfuse3.Operations):
         if size is not None:
             attrs.st_size = size
             attrs.st_blocks = (size + 511) // 512
+        # The name keeps its inode: the kernel may keep the entry (a rename of a temp file
+        # then needs no lookup), only not the attributes.
         attrs.attr_timeout = 0
-        attrs.entry_timeout = 0
         return attrs
 
     def _token(self, key: Key) -> object:
         """What names the version ``key`` shows now (kernel.py); None for no file."""
-        project = self.catalog.loaded().get(key[0])
-        leaf = project.tree.leaf(key[1]) if project is not None and key[1] else None
-        if leaf is None or leaf.version is None:
-            return None
-        if leaf.kind is Kind.MEMORY:
-            data = project.memory_index()  # type: ignore[union-attr]
-            return ("memory", len(data), hash(data))
-        v = leaf.version
-        return (v.origin, v.path, v.size, v.mtime_ns)
+        return token_of(self.catalog.loaded().get(key[0]), key[1])
 
     def _count(self, op: str) -> None:
         self.stats.requests[op] += 1
@@ -322,41 +319,46 @@ class MemFS(pyfuse3.Operations):
         slug, path = self._key(inode)
         if inode == ROOT_INODE:
             await self._listed()
-            entries = [(HERE, HERE_KEY), *((s, (s, "")) for s in self.catalog.slugs())]
+            names = [(HERE, HERE_KEY), *((s, (s, "")) for s in self.catalog.slugs())]
+            listing = Listing((-1, -1), [(os.fsencode(n), k, None) for n, k in names])
         else:
             project = await self._project(slug)
-            children = project.tree.children(path)
-            if children is None:
+            pending = list(self.files.pending_names(slug, path))
+            found = self.listings.of(project, path, pending, self.inodes.epoch)
+            if found is None:
                 raise _err(errno.ENOTDIR if project.tree.leaf(path) else errno.ENOENT)
-            prefix = f"{path}/" if path else ""
-            names = set(children)
-            names.update(self.files.pending_names(slug, path))
-            entries = [(name, (slug, prefix + name)) for name in sorted(names)]
+            listing = found
         # A snapshot per handle: cookies are positions in it, so a folder changing
         # mid-listing neither skips nor repeats an entry.
         dh = self._next_dh
         self._next_dh += 1
-        self._listings[dh] = entries
+        self._listings[dh] = listing
         return dh
 
     @_handler
     async def readdir(self, fh: int, start_id: int, token: pyfuse3.ReaddirToken) -> None:
         self._count("readdir")
-        entries = self._listings.get(fh, [])
+        listing = self._listings.get(fh)
+        entries = listing.entries if listing is not None else []
         project: Project | None = None  # the entries of a project folder share its project
+        kept = False  # whether the attributes kept in the listing still hold
         for pos in range(start_id, len(entries)):
-            name, key = entries[pos]
+            name, key, attrs = entries[pos]
             in_project = bool(key[0] and key[1])  # not an entry of the root
             if in_project and project is None:
                 project = await self._project(key[0])
-            try:
-                attrs = self.shown.of(0, key, project if in_project else None)
-            except pyfuse3.FUSEError:
-                continue  # vanished since opendir
-            attrs.st_ino = self._number(key)
-            if key[1] == PREAMBLE and project is not None:
-                attrs.st_size = len(self.renderings.of(attrs.st_ino, project))
-            if not pyfuse3.readdir_reply(token, os.fsencode(name), attrs, pos + 1):
+                kept = listing is not None and listing.holds(project, self.inodes.epoch)
+            if attrs is None or not kept:
+                try:
+                    attrs = self.shown.of(0, key, project if in_project else None)
+                except pyfuse3.FUSEError:
+                    continue  # vanished since opendir
+                if key[1] == PREAMBLE and project is not None:
+                    attrs.st_ino = self._number(key)
+                    attrs.st_size = len(self.renderings.of(attrs.st_ino, project))
+            if not kept or not attrs.st_ino:  # a kept entry keeps its number with its stamp
+                attrs.st_ino = self._number(key)
+            if not pyfuse3.readdir_reply(token, name, attrs, pos + 1):
                 return
             self.inodes.looked_up(attrs.st_ino)  # every accepted entry counts as a lookup
 
@@ -372,7 +374,7 @@ class MemFS(pyfuse3.Operations):
         slug, path = key
         if not path or key == HERE_KEY:
             raise _err(errno.EISDIR if key != HERE_KEY else errno.ELOOP)
-        project = await self._project(slug)
+        project = self.catalog.loaded().get(slug) or await self._project(slug)
         leaf = project.tree.leaf(path)
         writing = bool(flags & (os.O_WRONLY | os.O_RDWR))
         f = OpenFile(inode, key, pid=ctx.pid, append=bool(flags & os.O_APPEND))
@@ -413,10 +415,11 @@ class MemFS(pyfuse3.Operations):
         token = self._token(f.key)
         # Pin the version now and check it is the one the view reports: a change inotify
         # has not told yet is served whole, past the pages and size of the one before.
-        current = f.data is not None or self._pin(f, project)
+        current = f.data is not None or self.kernel.reuse(f, token) or self._pin(f, project)
         writing = bool(self.files.writers_of(f.ino))
         served = self.kernel.open(f.ino, token) if current and not writing else None
         f.token = token if served is not None else None
+        self.kernel.lend(f, served)
         fh = self.files.add(f)
         # Direct I/O: every read comes from this open's version, and is not capped by a
         # size the kernel may hold from another.
@@ -427,9 +430,9 @@ class MemFS(pyfuse3.Operations):
         served whole, and the watcher reads the change)."""
         v = f.version
         assert v is not None
-        f.fd = project.open_fd(v)
-        st = os.fstat(f.fd)
-        if (st.st_size, st.st_mtime_ns) == (v.size, v.mtime_ns):
+        origin = project.origins[v.origin]
+        f.fd, current = self.pins.open(origin.root, origin.parts, v.path, (v.size, v.mtime_ns))
+        if current:
             return True
         if self.watcher is not None:
             self.watcher.recheck(project, v.origin, v.path)
@@ -534,7 +537,9 @@ class MemFS(pyfuse3.Operations):
         # Not committed yet: one write costs one commit. Until then the name is pending:
         # memfs answers for it from the stage, so lookups, stat and listings still see it.
         self.files.set_pending(f)
-        attrs = self._as_seen_by(self.shown.of(ino, key, project), ctx, key)
+        # Empty to everyone, its writer included, until its first write (after which the
+        # kernel asks again): the kernel may keep these attributes.
+        attrs = self.shown.of(ino, key, project)
         self.inodes.looked_up(ino)
         return pyfuse3.FileInfo(fh=fh, direct_io=True), attrs
 
@@ -612,7 +617,8 @@ class MemFS(pyfuse3.Operations):
             return
         stage.dirty = True
         project = await self._project(f.key[0])
-        plan = self._planner(project).commit(stage, f.key[1], keep=f.keeps_history)
+        created = self.files.pending(f.key) is f  # its name's first commit
+        plan = self._planner(project).commit(stage, f.key[1], keep=f.keeps_history, created=created)
         await self._run(project, plan)
         f.keeps_history = f.unsaved = False
         self.files.settled(f)
@@ -624,7 +630,7 @@ class MemFS(pyfuse3.Operations):
         f = self.files.pop(fh)
         if f is None:
             return
-        if f.fd >= 0:
+        if f.fd >= 0 and not f.borrowed:
             os.close(f.fd)
         if f.token is not None:
             self.kernel.closed(f.ino)
@@ -639,8 +645,15 @@ class MemFS(pyfuse3.Operations):
         # it was (the temp file goes in a worker: unlinking is the disk's business).
         if f.stage.temp:
             await trio.to_thread.run_sync(f.stage.abort)
+            self._abandoned(f.key)
         else:
             f.stage.abort()
+
+    def _abandoned(self, key: Key) -> None:
+        """A name created through the mount that never landed: the kernel keeps the entry
+        `create` answered, and must drop it (a later create of the name must reach here)."""
+        if not self._exists(key) and self.files.pending(key) is None:
+            self.kernel.name_gone(key, self.inodes.known)
 
     # --- changing names and attributes (SPEC 7.3, 7.6) -------------------------------
 
@@ -956,22 +969,7 @@ class MemFS(pyfuse3.Operations):
     async def statfs(self, ctx: pyfuse3.RequestContext) -> pyfuse3.StatvfsData:
         self._count("statfs")
         own = self.config.own or self.config.sources[0]
-        st = await trio.to_thread.run_sync(_statvfs, own.root)
-        data = pyfuse3.StatvfsData()
-        for attr in ("f_bsize", "f_frsize", "f_blocks", "f_bfree", "f_bavail"):
-            setattr(data, attr, getattr(st, attr))
-        data.f_files = st.f_files
-        data.f_ffree = st.f_ffree
-        data.f_favail = st.f_favail
-        data.f_namemax = sources.NAME_MAX
-        return data
-
-
-def _statvfs(root: Path) -> os.statvfs_result:
-    try:
-        return os.statvfs(root)
-    except OSError:
-        return os.statvfs("/")
+        return await trio.to_thread.run_sync(statvfs_of, own.root)
 
 
 def _parent_key(key: Key) -> Key:

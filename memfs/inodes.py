@@ -28,6 +28,9 @@ class Inodes:
         self._by_ino: dict[int, Key] = {ROOT_INODE: ROOT_KEY, HERE_INODE: HERE_KEY}
         self._lookups: Counter[int] = Counter()
         self._next = HERE_INODE + 1
+        # Bumped whenever a path loses its number (detached, moved, freed): what was built
+        # with the numbers of an older epoch (attrs.Listings) is built again.
+        self.epoch = 0
 
     def __len__(self) -> int:
         return len(self._by_ino)
@@ -75,11 +78,14 @@ class Inodes:
         elif not exists(key):
             del self._by_ino[ino]
             del self._by_key[key]
+            self.epoch += 1
 
     def detach(self, key: Key) -> int | None:
         """``key`` is gone (unlinked) or replaced: its number stays with the kernel's
         references, and the path gets a new number when it is made again."""
         ino = self._by_key.pop(key, None)
+        if ino is not None:
+            self.epoch += 1
         if ino is not None and self._lookups.get(ino, 0) == 0:
             del self._by_ino[ino]
         return ino
@@ -95,6 +101,7 @@ class Inodes:
         }
         for key in moved:
             del self._by_key[key]
+        self.epoch += 1
         self.detach(dst)
         for (_, path), ino in moved.items():
             new = (slug, dst[1] + path[len(old) :])

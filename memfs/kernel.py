@@ -33,6 +33,7 @@ import errno
 import logging
 import math
 import os
+import resource
 from collections import Counter
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
@@ -41,18 +42,34 @@ import pyfuse3
 import trio
 
 from memfs.inodes import ROOT_INODE, Key
-from memfs.project import MEMORY, PREAMBLE, Project
+from memfs.project import MEMORY, PREAMBLE, Kind, Project
 from memfs.tree import parent_of
+from memfs.writing import OpenFile
 
 log = logging.getLogger(__name__)
 
 Token = Hashable  # names one version of a file's bytes
 
 
+def token_of(project: Project | None, path: str) -> Token:
+    """What names the version ``path`` of ``project`` shows now; None for no file."""
+    leaf = project.tree.leaf(path) if project is not None and path else None
+    if leaf is None or leaf.version is None:
+        return None
+    if leaf.kind is Kind.MEMORY:
+        data = project.memory_index()  # type: ignore[union-attr]
+        return ("memory", len(data), hash(data))
+    v = leaf.version
+    return (v.origin, v.path, v.size, v.mtime_ns)
+
+
 @dataclass
 class _Cached:
     token: Token
     readers: int = 0  # opens served through the page cache that are still open
+    # That version's descriptor, kept while the kernel may hold its pages: the next open of
+    # the same version reads through it (its reads must return those very bytes anyway).
+    fd: int = -1
 
 
 class Kernel:
@@ -65,6 +82,10 @@ class Kernel:
         self._cached: dict[int, _Cached] = {}
         self._writers_coming: Counter[int] = Counter()  # inode -> O_TRUNC opens waiting
         self._drained: dict[int, trio.Event] = {}  # inode -> set when its readers are gone
+        # Descriptors kept in _Cached records: at most a quarter of what the process may
+        # open (pins.py keeps an eighth), the rest for handles, stages and the rest.
+        self.fd_limit = min(resource.getrlimit(resource.RLIMIT_NOFILE)[0] // 4, 65536)
+        self.fds_kept = 0
         self.sent = 0
         self.errors = 0
 
@@ -90,6 +111,52 @@ class Kernel:
         if not cached.readers:
             self.inode(ino)
         return None
+
+    def kept_fd(self, ino: int, token: Token) -> int:
+        """The descriptor kept for version ``token`` of ``ino``, or -1: the one an open
+        of that version served through the page cache may read through (`open` decides)."""
+        cached = self._cached.get(ino)
+        if cached is None or cached.token != token or self._queued[ino]:
+            return -1
+        return cached.fd
+
+    def reuse(self, f: OpenFile, token: Token) -> bool:
+        """Let ``f`` read through the descriptor kept for its very version, if one is and
+        the file behind it was not rewritten in place since (one fstat)."""
+        fd, v = self.kept_fd(f.ino, token), f.version
+        if fd < 0 or v is None:
+            return False
+        st = os.fstat(fd)
+        if (st.st_size, st.st_mtime_ns) != (v.size, v.mtime_ns):
+            return False
+        f.fd, f.borrowed = fd, True
+        return True
+
+    def lend(self, f: OpenFile, served: bool | None) -> None:
+        """After `open` said how ``f`` is served: a reader through the page cache hands
+        its descriptor to the record (or goes on borrowing the record's); any other must
+        not borrow it (the record may close it while ``f`` reads), so it reads through a
+        copy of its own."""
+        if served and f.fd >= 0 and not f.borrowed and f.data is None:
+            f.borrowed = self.keep_fd(f.ino, f.fd)
+        elif not served and f.borrowed:
+            f.fd, f.borrowed = os.dup(f.fd), False
+
+    def keep_fd(self, ino: int, fd: int) -> bool:
+        """An open that `open` let use the page cache hands its descriptor over, to be kept
+        while the pages may stay; False when one is kept already or too many are."""
+        cached = self._cached.get(ino)
+        if cached is None or cached.fd >= 0 or self.fds_kept >= self.fd_limit:
+            return False
+        cached.fd = fd
+        self.fds_kept += 1
+        return True
+
+    def _drop(self, ino: int) -> None:
+        cached = self._cached.pop(ino, None)
+        if cached is not None and cached.fd >= 0:
+            os.close(cached.fd)
+            self.fds_kept -= 1
 
     def holds_other(self, ino: int, token: Token) -> bool:
         """Whether an open reading another version than ``token`` uses the page cache."""
@@ -126,7 +193,7 @@ class Kernel:
 
     def forgotten(self, ino: int) -> None:
         """The kernel dropped the inode: nothing of it is cached any more."""
-        self._cached.pop(ino, None)
+        self._drop(ino)
 
     # --- invalidations --------------------------------------------------------------
 
@@ -140,6 +207,13 @@ class Kernel:
         if self.enabled:
             self._queued[ino] += 1
             self._send.send_nowait(("inode", ino, b""))
+
+    def name_gone(self, key: Key, known: Callable[[Key], int | None]) -> None:
+        """The kernel must drop its entry of ``key``, a name that is no more."""
+        folder, name = parent_of(key[1])
+        parent = known((key[0], folder))
+        if parent is not None:
+            self.entry(parent, name)
 
     def publish(self, project: Project, known: Callable[[Key], int | None]) -> None:
         """Queue what the kernel must forget of ``project``'s changed view paths;
@@ -207,7 +281,7 @@ class Kernel:
                         del self._queued[ino]
                         cached = self._cached.get(ino)
                         if cached is not None and not cached.readers:
-                            del self._cached[ino]  # the kernel dropped those pages
+                            self._drop(ino)  # the kernel dropped those pages
 
     def _send_batch(self, batch: set[tuple[str, int, bytes]]) -> None:
         # Entries first: a dropped dentry makes the next walk look the name up again.

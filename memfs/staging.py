@@ -221,11 +221,16 @@ class Stage:
         os.fchmod(self.fd, self.mode)
         self.dirty = True
 
-    def commit(self, keep: Keep | None = None) -> os.stat_result | None:
+    def commit(
+        self, keep: Keep | None = None, *, sync_folder: bool = True
+    ) -> os.stat_result | None:
         """fsync, rename over the target, fsync the folder; None when there was nothing to do.
 
         Args:
             keep: where the replaced version is kept (handoffs); None keeps nothing.
+            sync_folder: False for a writer's temporary name created by this stage: its
+                bytes are made durable here, its name when it is renamed to its final one
+                (`rename` fsyncs the folder), as the writer itself would on a local disk.
 
         Raises:
             OSError: from fsync or rename: the caller returns it to ``close()``.
@@ -236,7 +241,8 @@ class Stage:
         if keep is not None:
             self.kept = keep_version(self._dir_fd, self.name, keep)
         os.rename(self.temp, self.name, src_dir_fd=self._dir_fd, dst_dir_fd=self._dir_fd)
-        os.fsync(self._dir_fd)
+        if sync_folder:
+            os.fsync(self._dir_fd)
         self.temp = ""
         self.dirty = False
         return os.fstat(self.fd)
@@ -492,9 +498,10 @@ class Commit:
 
     stage: Stage
     keep: Keep | None
+    sync_folder: bool = True  # False: a writer's temporary name (Stage.commit)
 
     def run(self) -> list[str]:
-        self.stage.commit(self.keep)
+        self.stage.commit(self.keep, sync_folder=self.sync_folder)
         kept = self.stage.kept if self.keep is not None else []
         return self.keep.view_paths(kept) if self.keep is not None else []
 

@@ -15,6 +15,7 @@ Must not import: pyfuse3, trio, memfs.fs.
 from __future__ import annotations
 
 import errno
+import re
 import stat
 import time
 from dataclasses import dataclass, field
@@ -115,6 +116,19 @@ def writable_leaf(project: Project, path: str) -> Leaf:
     return leaf
 
 
+# Claude Code's temporary name (SPEC 7.3): ``<file>.tmp.<pid>.<12 hex digits>``.
+_TEMP_NAME = re.compile(r".+\.tmp\.[0-9]+\.[0-9a-f]{12}", re.DOTALL)
+
+
+def is_temp_name(name: str) -> bool:
+    """Whether ``name`` is a writer's temporary name, renamed over its target a moment after
+    it is written. Its first commit makes its bytes durable but not its name: the name
+    that matters is the final one, and the rename through the mount fsyncs the folder.
+    Lost in a power cut before that rename, it leaves the target as it was, the same as
+    the writer's own sequence on a local disk (which fsyncs no folder at all)."""
+    return _TEMP_NAME.fullmatch(name) is not None
+
+
 def check_size(config: Config, size: int) -> None:
     """SPEC 7.6: past ``max_file_bytes`` a write or truncate fails at once, changing nothing
     (a bigger file would be left out of the view while it stays on disk)."""
@@ -159,10 +173,13 @@ class Planner:
         old_a = (v.atime_ns if v is not None else found.atime_ns if found else 0) or old_m
         return (old_a if atime is None else atime, old_m if mtime is None else mtime)
 
-    def commit(self, stage: staging.Stage, path: str, *, keep: bool) -> Plan:
-        """A staged write becomes the file at ``path`` (SPEC 7.1, 7.2)."""
+    def commit(self, stage: staging.Stage, path: str, *, keep: bool, created: bool) -> Plan:
+        """A staged write becomes the file at ``path`` (SPEC 7.1, 7.2). ``created``: the
+        name is new, made by this stage; if it is a writer's temporary name, its folder is
+        not fsynced (`is_temp_name`)."""
         plan = self._plan()
-        plan.steps.append(staging.Commit(stage, self._keep(path) if keep else None))
+        sync = not (created and is_temp_name(parent_of(path)[1]))
+        plan.steps.append(staging.Commit(stage, self._keep(path) if keep else None, sync))
         plan.read_again(self.own, self._own_origin(), path)
         return plan
 

@@ -22,7 +22,7 @@ from memfs.project import Version
 Key = tuple[str, str]  # (slug, view path); ("", "") is the root, (slug, "") a project
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)  # slots: made and read on every open (issue 14)
 class OpenFile:
     """One open of a file through the mount."""
 
@@ -30,6 +30,7 @@ class OpenFile:
     key: Key
     version: Version | None = None  # the version it opened (None: synthetic or created)
     fd: int = -1  # that version's file (or the union's memfd), opened once
+    borrowed: bool = False  # ``fd`` is the kernel record's (kernel.py), not closed by it
     data: bytes | None = None  # PREAMBLE.md or the MEMORY.md union, fixed at open
     token: object = None  # what the kernel's pages hold for it (kernel.py); None: direct I/O
     # Writing

@@ -553,9 +553,11 @@ async def test_a_head_file_is_read_through_the_descriptor_its_open_pinned(
     fds = open_fds()
     info = await ops.open(a.st_ino, os.O_RDONLY, CTX)
     assert info.keep_cache
-    # One version per open (SPEC 5.4): the open pins the file it reads.
+    # One version per open (SPEC 5.4): the open pins the file it reads; its folder stays
+    # open (pins.py), so that the next open costs one openat.
     assert ops.files.get(info.fh).fd >= 0
-    assert open_fds() == fds + 1
+    assert len(ops.pins) == 1
+    assert open_fds() == fds + 2
     body = OWN_A.encode()
     assert await ops.read(info.fh, 0, 4096) == body
     assert await ops.read(info.fh, 2, 3) == body[2:5]
@@ -563,8 +565,60 @@ async def test_a_head_file_is_read_through_the_descriptor_its_open_pinned(
     assert await ops.read(info.fh, len(body), 100) == b""
     assert await ops.read(info.fh, 10_000, 100) == b""
     await ops.release(info.fh)
-    assert open_fds() == fds
+    # Its pages may stay in the kernel's cache: the descriptor of the version they hold is
+    # kept with them (kernel.py), and the next open of that version reads through it.
+    assert open_fds() == fds + 2
     assert ops.status()["open_handles"] == 0
+    again = await ops.open(a.st_ino, os.O_RDONLY, CTX)
+    assert again.keep_cache
+    assert open_fds() == fds + 2
+    assert await ops.read(again.fh, 0, 4096) == body
+    await ops.release(again.fh)
+    # The kernel forgets the inode: the descriptor goes with its pages.
+    await ops.forget([(a.st_ino, ops.inodes.lookups(a.st_ino))])
+    ops.pins.close()
+    assert open_fds() == fds
+
+
+async def test_an_open_past_the_page_cache_reads_through_a_descriptor_of_its_own(
+    sample: Sample,
+) -> None:
+    ops = sample.ops
+    a = await walk(ops, f"{CLAUDE_SLUG}/a.md")
+    first = await ops.open(a.st_ino, os.O_RDONLY, CTX)
+    kept = ops.files.get(first.fh).fd
+    await ops.release(first.fh)
+    writer = await ops.open(a.st_ino, os.O_RDWR, CTX)
+    assert await ops.write(writer.fh, 0, b"O") == 1
+    # While it is written, readers are served with direct I/O: they are no readers of the
+    # kernel record, which may close its descriptor at any time.
+    reader = await ops.open(a.st_ino, os.O_RDONLY, CTX)
+    assert reader.direct_io
+    f = ops.files.get(reader.fh)
+    assert not f.borrowed
+    assert f.fd not in (-1, kept)
+    ops.kernel.forgotten(a.st_ino)  # the record goes, and its descriptor with it
+    assert await ops.read(reader.fh, 0, 4096) == OWN_A.encode()
+    await ops.release(reader.fh)
+    await ops.release(writer.fh)  # nothing flushed: it never commits
+
+
+async def test_a_kept_descriptor_is_not_reused_once_its_file_changed_in_place(
+    sample: Sample,
+) -> None:
+    ops = sample.ops
+    a = await walk(ops, f"{CLAUDE_SLUG}/a.md")
+    info = await ops.open(a.st_ino, os.O_RDONLY, CTX)
+    await ops.release(info.fh)
+    # Rewritten in place on disk, not yet seen by the view: the kept descriptor shows
+    # other bytes than the version its pages hold, so the next open reads past the cache.
+    path = sample.own / "a.md"
+    with path.open("r+b") as f:
+        f.write(b"OWN A, longer than it was\n")
+    again = await ops.open(a.st_ino, os.O_RDONLY, CTX)
+    assert again.direct_io
+    assert await ops.read(again.fh, 0, 4096) == path.read_bytes()
+    await ops.release(again.fh)
 
 
 async def test_history_files_read_the_version_they_name(sample: Sample) -> None:

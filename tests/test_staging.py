@@ -463,3 +463,16 @@ def test_open_dir_of_a_missing_folder_without_create(place: Place) -> None:
     with pytest.raises(FileNotFoundError):
         staging.open_dir(place, create=False)
     assert not (place.root / CLAUDE_SLUG).exists()
+
+
+def test_a_commit_without_the_folder_fsync_still_lands_whole(tmp_path: Path) -> None:
+    place = staging.Place(tmp_path, ("p",))
+    stage = staging.Stage(place, "x.md.tmp.1.0123456789ab", initial_fd=None, mode=0o600)
+    try:
+        stage.write(0, b"body")
+        assert stage.commit(sync_folder=False) is not None
+    finally:
+        stage.abort()
+    landed = tmp_path / "p" / "x.md.tmp.1.0123456789ab"
+    assert landed.read_bytes() == b"body"
+    assert [p.name for p in (tmp_path / "p").iterdir()] == [landed.name]  # no temp left

@@ -74,3 +74,12 @@ def test_a_folder_is_renamed_whole_only_when_the_own_source_alone_holds_it(
     own = writes.own_folder_of(config, project, project.versions("own.md")[0])
     assert own is not None
     assert writes.own_folder_of(config, project, project.versions("theirs.md")[0]) is None
+
+
+def test_only_a_writers_temporary_name_skips_the_folder_fsync() -> None:
+    # Claude Code's `<file>.tmp.<pid>.<12 hex>`: its name is made durable by the rename.
+    assert writes.is_temp_name("MEMORY.md.tmp.4242.0123456789ab")
+    assert writes.is_temp_name("a b.md.tmp.1.abcdefabcdef")
+    for name in ("MEMORY.md", "x.tmp", "x.md.tmp.12.0123456789", "x.md.tmp.pid.0123456789ab"):
+        assert not writes.is_temp_name(name), name
+    assert not writes.is_temp_name("x.md.tmp.12.0123456789AB")  # upper case: not its form
