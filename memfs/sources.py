@@ -243,7 +243,7 @@ def read_file(root: Path, parts: Sequence[str], path: str, limit: int) -> bytes:
     """
     *dirs, name = split(path)
     with open_folder(root, [*parts, *dirs]) as dir_fd:
-        fd = os.open(name, _FILE_FLAGS, dir_fd=dir_fd)
+        fd = _open_unseen(name, dir_fd)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise OSError(errno.EINVAL, f"not a regular file: {path}")
@@ -258,6 +258,16 @@ def read_file(root: Path, parts: Sequence[str], path: str, limit: int) -> bytes:
         return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+def _open_unseen(name: str, dir_fd: int) -> int:
+    """memfs's own reads (renderings, read-ahead, adoption) leave the file's atime as it
+    was: a user's atime, or one set with utimensat, is theirs. O_NOATIME is refused
+    (EPERM) for a file memfs does not own; such a read may then move the atime."""
+    try:
+        return os.open(name, _FILE_FLAGS | os.O_NOATIME, dir_fd=dir_fd)
+    except PermissionError:
+        return os.open(name, _FILE_FLAGS, dir_fd=dir_fd)
 
 
 def open_file(root: Path, parts: Sequence[str], path: str) -> int:

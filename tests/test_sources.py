@@ -215,6 +215,15 @@ def test_read_file_reads_at_most_limit(memory: Path) -> None:
     assert sources.read_file(root, parts, "sub/a.md", 0) == b""
 
 
+def test_read_file_leaves_the_atime_as_it_was(memory: Path) -> None:
+    # An atime older than the mtime is one relatime would move at the next read: memfs's
+    # own reads (renderings, read-ahead) must not (a utimensat through the mount stays).
+    target = write(memory / "a.md", "body")
+    os.utime(target, ns=(1_000_000_000, os.stat(target).st_mtime_ns))
+    assert sources.read_file(memory.parent.parent, (memory.parent.name, memory.name), "a.md", 100)
+    assert os.stat(target).st_atime_ns == 1_000_000_000
+
+
 def test_read_file_refuses_symlinks(memory: Path, tmp_path: Path) -> None:
     outside = write(tmp_path / "outside" / "secret.md", "secret")
     (memory / "link.md").symlink_to(outside)
