@@ -32,7 +32,7 @@ from typing import Any, ParamSpec, TypeVar
 import pyfuse3
 import trio
 
-from memfs import procs, sources, staging, status, writes
+from memfs import procs, sources, staging, state, status, writes
 from memfs.attrs import Listing, Listings, Shown, statvfs_of
 from memfs.catalog import Catalog, is_project_name
 from memfs.config import Config
@@ -778,9 +778,14 @@ class MemFS(pyfuse3.Operations):
         if self.catalog.has(slug):
             raise _err(errno.EEXIST)
         step = writes.plan_new_project(self.catalog, slug, mode)
+
+        def made() -> set[state.Whiteout]:
+            step.run()
+            return state.load_whiteouts(self.config.state_dir, slug)  # off this thread
+
         async with self._commit_lock:
-            await trio.to_thread.run_sync(step.run)
-        project = self.catalog.own_folder_made(slug)
+            whiteouts = await trio.to_thread.run_sync(made)
+        project = self.catalog.own_folder_made(slug, whiteouts)
         self.publish_root(slug)
         return project
 
@@ -908,6 +913,8 @@ class MemFS(pyfuse3.Operations):
             applied = await trio.to_thread.run_sync(apply)
         self._absorb(project, plan, applied)
         self._publish(project)
+        if self.watcher is not None:
+            self.watcher.read_ahead_soon(project)  # the next renderings read off this thread
         if applied.error is not None:
             raise applied.error
 

@@ -29,6 +29,7 @@ import faulthandler
 import json
 import logging
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -305,6 +306,7 @@ def run_foreground(
     signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
     mountpoint = prepare(config, mountpoint)
     faulthandler.register(signal.SIGUSR1)
+    _raise_descriptor_limit()  # before MemFS: its kept descriptors are shares of the limit
     ops = MemFS(config, mountpoint)
     # From the mount on, a stop must unmount cleanly: hold stop signals back until the
     # trio task that handles them listens (see _signals), instead of dying in between.
@@ -325,6 +327,21 @@ def run_foreground(
     pyfuse3.close(unmount=True)
     bare.seal(mountpoint)  # sealed since the mount already; again for an older memfs's folder
     return 0
+
+
+DESCRIPTORS_WANTED = 1 << 20  # with no hard limit: the kernel's default nr_open
+
+
+def _raise_descriptor_limit() -> None:
+    """The soft RLIMIT_NOFILE up to the hard one (systemd's soft default is 1024): memfs
+    keeps source folders and versions' descriptors open, each a share of the limit."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = DESCRIPTORS_WANTED if hard == resource.RLIM_INFINITY else hard
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+        except (OSError, ValueError) as exc:
+            log.info("descriptor limit stays at %d: %s", soft, exc)
 
 
 async def _serve(ops: MemFS, mountpoint: Path) -> None:

@@ -7,7 +7,7 @@ makes. It reads no bytes; every read of source bytes stays in sources.py's sense
 word, through the descriptor it returns.
 
 Walking from a source's root to a file's folder costs an open per component; the folders
-are therefore kept open, at most `FOLDER_LIMIT` of them. A kept folder may since have been
+are therefore kept open, at most `folder_limit()` of them. A kept folder may since have been
 moved or replaced on disk, so a file opened through it is used only when its fstat shows
 the very version the view reports; on any failure or mismatch the folder is dropped and the
 file is opened again from the root, exactly as before.
@@ -25,16 +25,22 @@ from pathlib import Path
 
 from memfs import sources
 
+
 # Folders kept open, past it the oldest goes: an eighth of what the process may open (the
 # benchmark's 600 projects in 4 sources are 2,000 folders).
-FOLDER_LIMIT = max(1, min(resource.getrlimit(resource.RLIMIT_NOFILE)[0] // 8, 8192))
+def folder_limit() -> int:
+    """Read when a Pins is made: mount.py raises the descriptor limit before that."""
+    return max(1, min(resource.getrlimit(resource.RLIMIT_NOFILE)[0] // 8, 8192))
+
+
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 
 FolderKey = tuple[Path, tuple[str, ...]]  # (source root, components below it)
 
 
 class Pins:
-    def __init__(self, limit: int = FOLDER_LIMIT) -> None:
+    def __init__(self, limit: int | None = None) -> None:
+        limit = folder_limit() if limit is None else limit
         if limit < 1:
             raise ValueError(f"limit must be positive, got {limit}")
         self.limit = limit

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import errno
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -98,3 +100,23 @@ def test_at_most_limit_folders_are_kept(tmp_path: Path) -> None:
         os.close(fd)
     assert len(pins) == 2
     pins.close()
+
+
+def test_the_daemon_raises_its_descriptor_limit_before_it_keeps_any() -> None:
+    # A child with a soft limit of 256 (systemd's default is 1024): the daemon's start
+    # raises it to the hard limit, and the folders kept are an eighth of the new one.
+    script = (
+        "import resource\n"
+        "from memfs import mount, pins\n"
+        "hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))\n"
+        "mount._raise_descriptor_limit()\n"
+        "soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]\n"
+        "print(soft, hard, pins.Pins().limit)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=30, check=True
+    )
+    soft, hard, limit = map(int, done.stdout.split())
+    assert soft == (hard if hard != -1 else 1 << 20)
+    assert limit == max(1, min(soft // 8, 8192))
