@@ -14,6 +14,7 @@ import json
 import os
 import stat
 import subprocess
+import time
 from collections.abc import Awaitable
 from dataclasses import dataclass
 from pathlib import Path
@@ -724,6 +725,16 @@ async def test_readlink_here_names_the_callers_project(
     assert (await ops.lookup(target.st_ino, b"x.md", CTX)).st_size == 2
 
 
+def started(pid: int, deadline_s: float = 10.0) -> None:
+    """Wait until ``pid``'s new program has its environment: Popen returns once exec has
+    closed the child's descriptors, a moment before the kernel sets up its environment,
+    and /proc/<pid>/environ reads empty until then (seen under load)."""
+    end = time.monotonic() + deadline_s
+    while not Path(f"/proc/{pid}/environ").read_bytes():
+        assert time.monotonic() < end, f"process {pid} has no environment yet"
+        time.sleep(0.001)
+
+
 async def test_readlink_here_inside_the_mount_is_the_first_component(
     sample: Sample, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -742,6 +753,7 @@ async def test_readlink_here_inside_the_mount_is_the_first_component(
         # A stand-in caller, killed at once: nothing here waits on it.
         with subprocess.Popen(["sleep", "30"], cwd=sample.mnt, env=env) as walker:  # noqa: ASYNC220
             try:
+                started(walker.pid)
                 ctx = FakeContext(pid=walker.pid)
                 if want is None:
                     assert await fuse_errno(ops.readlink(HERE_INODE, ctx)) == errno.ENOENT
