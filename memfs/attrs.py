@@ -48,6 +48,35 @@ class Shown:
         self.uid, self.gid = uid, gid
         self.started_ns = time.time_ns()
 
+    def as_seen_by(
+        self, attrs: pyfuse3.EntryAttributes, pid: int, *, older_cached: bool
+    ) -> pyfuse3.EntryAttributes:
+        """The size caller ``pid`` must see, where the kernel's one size per inode cannot
+        serve every caller alike; the kernel then keeps none and asks again each time.
+
+        - While a file is being written, its writer sees its own size, everyone else the
+          committed file's (SPEC 7.1). The writer is the thread that opened it (FUSE names
+          the calling thread), so the writer's size reaches as few callers as possible.
+        - While an open reads an older version through the page cache (``older_cached``,
+          kernel.py), every caller sees that version's size, so its reads are not cut at
+          the new one's (opens of the newer one read past the cache, whole, whatever size
+          they were told).
+        """
+        ino = attrs.st_ino
+        if self.files.writers_of(ino):
+            size = self.files.own_size(ino, pid)
+        elif older_cached:
+            size = self.files.cached_size(ino)
+        else:
+            return attrs
+        if size is not None:
+            attrs.st_size = size
+            attrs.st_blocks = (size + 511) // 512
+        # The name keeps its inode: the kernel may keep the entry (a rename of a temp file
+        # then needs no lookup), only not the attributes.
+        attrs.attr_timeout = 0
+        return attrs
+
     def of(self, ino: int, key: Key, project: Project | None) -> pyfuse3.EntryAttributes:
         """``key``'s attributes; ``project`` is its project, loaded (None at the root)."""
         slug, path = key

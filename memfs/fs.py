@@ -40,7 +40,7 @@ from memfs.here import Here
 from memfs.inodes import HERE, HERE_INODE, HERE_KEY, ROOT_INODE, ROOT_KEY, Inodes, Key
 from memfs.kernel import Kernel, token_of
 from memfs.pins import Pins
-from memfs.project import MEMORY, PREAMBLE, Kind, Leaf, Origin, Project
+from memfs.project import MEMORY, PREAMBLE, Kind, Leaf, Project
 from memfs.renderings import Renderings
 from memfs.tree import ancestors, parent_of
 from memfs.watch import Watcher
@@ -223,33 +223,10 @@ class MemFS(pyfuse3.Operations):
     def _as_seen_by(
         self, attrs: pyfuse3.EntryAttributes, ctx: pyfuse3.RequestContext, key: Key
     ) -> pyfuse3.EntryAttributes:
-        """The size the caller must see, where the kernel's one size per inode cannot serve
-        every caller alike; the kernel then keeps none and asks again each time.
-
-        - While a file is being written, its writer sees its own size, everyone else the
-          committed file's (SPEC 7.1). The writer is the thread that opened it (FUSE names
-          the calling thread), so the writer's size reaches as few callers as possible.
-        - While an open reads an older version through the page cache (kernel.py), its
-          caller sees that version's size, so its reads are not cut at the new one's.
-        """
         ino = attrs.st_ino
-        size = None
-        if self.files.writers_of(ino):
-            size = self.files.own_size(ino, ctx.pid)
-        elif self.kernel.holds_other(ino, self._token(key)):
-            # The kernel keeps one size per inode, for every caller: while the page cache
-            # serves an older version, that version's size is the one told (opens of the
-            # newer one read past the cache, whole, whatever size they were told).
-            size = self.files.cached_size(ino)
-        else:
-            return attrs
-        if size is not None:
-            attrs.st_size = size
-            attrs.st_blocks = (size + 511) // 512
-        # The name keeps its inode: the kernel may keep the entry (a rename of a temp file
-        # then needs no lookup), only not the attributes.
-        attrs.attr_timeout = 0
-        return attrs
+        # (a writer's size comes first: the page-cache question is asked only without one)
+        held = not self.files.writers_of(ino) and self.kernel.holds_other(ino, self._token(key))
+        return self.shown.as_seen_by(attrs, ctx.pid, older_cached=held)
 
     def _token(self, key: Key) -> object:
         """What names the version ``key`` shows now (kernel.py); None for no file."""
@@ -497,7 +474,7 @@ class MemFS(pyfuse3.Operations):
         """A stage made the own source's folders of ``key`` (mkdir -p): the view records
         them, so they stay when the other sources' folders go (SPEC 7.3)."""
         project = await self._project(key[0])
-        own, now = self.own_origin(project), time.monotonic_ns()
+        own, now = self._planner(project).own, time.monotonic_ns()
         for folder in ancestors(key[1]):
             project.observe_dir(own, folder, True, now)
 
@@ -823,7 +800,12 @@ class MemFS(pyfuse3.Operations):
         project = await self._project(src[0])
         project.claim(dst[1])
         if project.tree.leaf(src[1]) is None and self.files.pending(src) is not None:
-            self._rename_pending(project, src, dst, flags)
+            # A file still being written: its stage lands under the new name, nothing is
+            # committed early, so no reader sees a part of it.
+            taken = project.tree.leaf(dst[1]) is not None or self.files.pending(dst) is not None
+            writes.check_pending_rename(project, src[1], dst[1], flags, taken=taken)
+            self.files.move_pending(src, dst)
+            self.inodes.move(src, dst)
             return
         memory = project.memory_index() if src[1] == MEMORY else None
         plan = self._planner(project).rename(src[1], dst[1], flags, memory=memory)
@@ -834,30 +816,6 @@ class MemFS(pyfuse3.Operations):
                 if f.stage is not None:  # it commits under its new name (rename(2) semantics)
                     place, name = self._writable(f.key), parent_of(f.key[1])[1]
                     await trio.to_thread.run_sync(f.stage.retarget, place, name)
-
-    def _rename_pending(self, project: Project, src: Key, dst: Key, flags: int) -> None:
-        """Rename a file still being written: its stage will land under the new name.
-
-        Nothing is committed early, so no reader sees a part of it.
-        """
-        f = self.files.pending(src)
-        assert f is not None
-        assert f.stage is not None
-        tree = project.tree
-        taken = tree.leaf(dst[1]) is not None or self.files.pending(dst) is not None
-        if flags & writes.RENAME_NOREPLACE and taken:
-            raise _err(errno.EEXIST)
-        if flags & writes.RENAME_EXCHANGE:
-            raise _err(errno.EINVAL)
-        if tree.is_dir(dst[1]):
-            raise _err(errno.EISDIR)
-        if parent_of(src[1])[0] != parent_of(dst[1])[0]:
-            raise _err(errno.EXDEV)  # the stage lives in the source folder; mv copies
-        self.files.gone(dst)  # a create of the same name not committed yet is replaced
-        f.stage.name = parent_of(dst[1])[1]
-        self.files.moved(src, dst)
-        self.files.set_pending(f)
-        self.inodes.move(src, dst)
 
     async def symlink(
         self, parent_inode: int, name: bytes, target: bytes, ctx: pyfuse3.RequestContext
@@ -877,66 +835,21 @@ class MemFS(pyfuse3.Operations):
     # --- plans: one apply, then absorb, then publish ---------------------------------
 
     def _planner(self, project: Project) -> writes.Planner:
-        return writes.Planner(self.config, self.catalog, project, self.own_origin(project))
-
-    def own_origin(self, project: Project) -> int:
-        """The own source's canonical folder in ``project``, registered (empty) if new."""
-        place = self.catalog.own_place(project.slug)
-        own = self.config.own_index
-        if place is None or own is None:
-            raise _err(errno.EROFS)
-        origin = Origin(own, place.root, place.parts)
-        found = project.origin_index(origin)
-        if found is None:
-            found = project.add_origin(origin, sources.Scan(exists=False))
-        return found
+        return writes.Planner.of(self.config, self.catalog, project)
 
     async def _run(self, project: Project, plan: writes.Plan) -> None:
         """Apply ``plan`` in one worker call, absorb what it found, publish; then raise the
         error of the step that failed, if one did (the view shows the disk either way)."""
-        where = {i: staging.Where(o.root, o.parts) for i, o in plan.origins.items()}
-        reread = [(i, where[i], path) for i, path in plan.reread]
-        own = (plan.own, where[plan.own]) if plan.own is not None else None
-        rescan = None
-        if plan.rescan is not None:
-            origin = project.origins[plan.rescan]
-            rescan = staging.Where(origin.root, origin.parts)
-        apply = functools.partial(
-            staging.apply,
-            plan.steps,
-            reread,
-            own=own,
-            rescan=rescan,
-            max_bytes=self.config.limits.max_file_bytes,
-        )
+        apply = plan.application(project, self.config.limits.max_file_bytes)
         async with self._commit_lock:
             applied = await trio.to_thread.run_sync(apply)
-        self._absorb(project, plan, applied)
+        if writes.absorb(self.catalog, project, plan, applied):
+            self.publish_root(project.slug)
         self._publish(project)
         if self.watcher is not None:
             self.watcher.read_ahead_soon(project)  # the next renderings read off this thread
         if applied.error is not None:
             raise applied.error
-
-    def _absorb(self, project: Project, plan: writes.Plan, applied: staging.Applied) -> None:
-        """What the disk holds now, into the project (memory only)."""
-        at = applied.at_ns
-        for i, path, found in applied.found:
-            if isinstance(found, sources.FileStat):
-                for folder in ancestors(path):  # a step may have made them (mkdir -p)
-                    project.observe_dir(i, folder, True, at)
-            project.observe(i, path, found, at)
-        if applied.error is None:
-            if plan.whiteouts is not None:
-                project.set_whiteouts(plan.whiteouts)
-            for i, path, present in plan.dirs:
-                project.observe_dir(i, path, present, at)
-        if applied.scan is not None and plan.rescan is not None:
-            project.rescan(plan.rescan, applied.scan, at)
-        if not self.catalog.has(project.slug) and applied.error is None:
-            # The first write into a project no source held: the own folder exists now.
-            self.catalog.own_folder_made(project.slug)
-            self.publish_root(project.slug)
 
     # --- keeping the kernel true after a change --------------------------------------
 

@@ -15,9 +15,11 @@ Must not import: pyfuse3, trio, memfs.fs.
 from __future__ import annotations
 
 import errno
+import functools
 import re
 import stat
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from memfs import history, preamble, sources, staging, state
@@ -26,7 +28,7 @@ from memfs.config import Config
 from memfs.history import in_history
 from memfs.project import PREAMBLE, Kind, Leaf, Origin, Project, Version
 from memfs.staging import RENAME_NOREPLACE
-from memfs.tree import parent_of
+from memfs.tree import ancestors, parent_of
 
 __all__ = ["RENAME_EXCHANGE", "RENAME_NOREPLACE", "Plan", "Refused", "in_history"]
 
@@ -63,6 +65,46 @@ class Plan:
     def read_again(self, origin: int, place: Origin, path: str) -> None:
         self.origins[origin] = place
         self.reread.append((origin, path))
+
+    def application(self, project: Project, max_bytes: int) -> Callable[[], staging.Applied]:
+        """The one worker-thread call that runs this plan (`staging.apply`), with plain
+        copies of where each path lies: the worker touches no project."""
+        where = {i: staging.Where(o.root, o.parts) for i, o in self.origins.items()}
+        rescan = None
+        if self.rescan is not None:
+            origin = project.origins[self.rescan]
+            rescan = staging.Where(origin.root, origin.parts)
+        return functools.partial(
+            staging.apply,
+            self.steps,
+            [(i, where[i], path) for i, path in self.reread],
+            own=(self.own, where[self.own]) if self.own is not None else None,
+            rescan=rescan,
+            max_bytes=max_bytes,
+        )
+
+
+def absorb(catalog: Catalog, project: Project, plan: Plan, applied: staging.Applied) -> bool:
+    """What the disk holds after ``plan`` ran, into the project (memory only, on the
+    adapter's thread); True when the project's own folder is new at the root."""
+    at = applied.at_ns
+    for i, path, found in applied.found:
+        if isinstance(found, sources.FileStat):
+            for folder in ancestors(path):  # a step may have made them (mkdir -p)
+                project.observe_dir(i, folder, True, at)
+        project.observe(i, path, found, at)
+    if applied.error is None:
+        if plan.whiteouts is not None:
+            project.set_whiteouts(plan.whiteouts)
+        for i, path, present in plan.dirs:
+            project.observe_dir(i, path, present, at)
+    if applied.scan is not None and plan.rescan is not None:
+        project.rescan(plan.rescan, applied.scan, at)
+    if not catalog.has(project.slug) and applied.error is None:
+        # The first write into a project no source held: the own folder exists now.
+        catalog.own_folder_made(project.slug)
+        return True
+    return False
 
 
 # --- where a write lands -----------------------------------------------------------------
@@ -144,6 +186,19 @@ def new_mode(mode: int, umask: int) -> int:
 # --- the plans -----------------------------------------------------------------------------
 
 
+def check_pending_rename(project: Project, src: str, dst: str, flags: int, *, taken: bool) -> None:
+    """rename(2) of a file still being written (no version yet), onto ``dst`` (``taken``:
+    a file or another pending create is there). Raises Refused."""
+    if flags & RENAME_NOREPLACE and taken:
+        raise Refused(errno.EEXIST)
+    if flags & RENAME_EXCHANGE:
+        raise Refused(errno.EINVAL)
+    if project.tree.is_dir(dst):
+        raise Refused(errno.EISDIR)
+    if parent_of(src)[0] != parent_of(dst)[0]:
+        raise Refused(errno.EXDEV)  # the stage lives in the source folder; mv copies
+
+
 class Planner:
     """Plans for one project's changes; ``own`` is the own source's origin in it."""
 
@@ -152,6 +207,20 @@ class Planner:
         self.catalog = catalog
         self.project = project
         self.own = own
+
+    @classmethod
+    def of(cls, config: Config, catalog: Catalog, project: Project) -> Planner:
+        """The planner of ``project``'s changes, its own source's canonical folder
+        registered in it (empty) if new. Raises Refused (EROFS) with no own source."""
+        place = catalog.own_place(project.slug)
+        own = config.own_index
+        if place is None or own is None:
+            raise Refused(errno.EROFS)
+        origin = Origin(own, place.root, place.parts)
+        found = project.origin_index(origin)
+        if found is None:
+            found = project.add_origin(origin, sources.Scan(exists=False))
+        return cls(config, catalog, project, found)
 
     def _plan(self) -> Plan:
         return Plan(self.project.slug, own=self.own, origins={self.own: self._own_origin()})

@@ -138,6 +138,18 @@ class OpenFiles:
         self._pending.pop(key, None)
         return writers
 
+    def move_pending(self, src: Key, dst: Key) -> None:
+        """The file being created at ``src`` was renamed to ``dst`` before its first
+        commit: its stage will land there (a pending create of ``dst`` is replaced)."""
+        f = self._pending[src]
+        assert f.stage is not None
+        if src == dst:
+            return  # rename(2) onto itself changes nothing
+        self.gone(dst)
+        f.stage.name = dst[1].rpartition("/")[2]
+        self.moved(src, dst)
+        self.set_pending(f)
+
     def moved(self, src: Key, dst: Key) -> list[OpenFile]:
         """``src`` (and what lies below it) was renamed to ``dst``: open files follow.
         Returns the ones that moved."""
