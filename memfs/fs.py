@@ -23,11 +23,9 @@ import logging
 import os
 import stat
 import time
-from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec
 
 import pyfuse3
 import trio
@@ -51,8 +49,8 @@ log = logging.getLogger(__name__)
 STATUS_XATTR = os.fsencode(status.STATUS_XATTR)
 TRUNCATE_PATIENCE = 0.5  # seconds an O_TRUNC open waits for cached reads to finish
 
+MakeStage = Callable[[staging.Place, str], staging.Stage]  # (own folder, file name) -> stage
 P = ParamSpec("P")
-R = TypeVar("R")
 
 
 def _handler(fn: Callable[P, Any]) -> Callable[P, Any]:
@@ -80,14 +78,6 @@ def _err(code: int) -> pyfuse3.FUSEError:
     return pyfuse3.FUSEError(code)
 
 
-@dataclass
-class Stats:
-    requests: Counter[str] = field(default_factory=Counter)
-    commits: int = 0
-    stale_swept: bool = False  # the crash sweep of the own source has finished
-    stale_removed: int = 0
-
-
 class MemFS(pyfuse3.Operations):
     """The merged view of SPEC 4 as a FUSE filesystem."""
 
@@ -99,7 +89,7 @@ class MemFS(pyfuse3.Operations):
         # /proc/<pid>/cwd is always resolved: compare `here` callers with the real path.
         self.mountpoint = Path(os.path.realpath(mountpoint))
         self.catalog = Catalog(config)
-        self.stats = Stats()
+        self.stats = status.Stats()
         self.kernel = Kernel()
         self.inodes = Inodes()
         self.files = OpenFiles()
@@ -462,12 +452,18 @@ class MemFS(pyfuse3.Operations):
         return writes.target_folder(self.catalog, *key)
 
     async def _stage_empty(self, f: OpenFile, mode: int) -> None:
-        """An empty stage for ``f`` (made in a worker: it may create the own folders)."""
-        place, name = self._writable(f.key), parent_of(f.key[1])[1]
-        f.stage = await trio.to_thread.run_sync(
-            lambda: staging.Stage(place, name, initial_fd=None, mode=mode)
+        """An empty stage for ``f``: O_TRUNC, or a create."""
+        await self._stage(
+            f, lambda place, name: staging.Stage(place, name, initial_fd=None, mode=mode)
         )
-        f.data = None
+
+    async def _stage(
+        self, f: OpenFile, make: Callable[[staging.Place, str], staging.Stage]
+    ) -> None:
+        """Make ``f``'s stage in a worker (it may create the own source's folders)."""
+        place, name = self._writable(f.key), parent_of(f.key[1])[1]
+        f.stage = await trio.to_thread.run_sync(make, place, name)
+        f.data = None  # reads now see the writer's own bytes
         await self._folders_made(f.key)
 
     async def _folders_made(self, key: Key) -> None:
@@ -482,14 +478,11 @@ class MemFS(pyfuse3.Operations):
         """The first change through a write handle: stage a copy of the head it opened."""
         if f.version is None:
             raise _err(errno.EBADF)
-        place, name = self._writable(f.key), parent_of(f.key[1])[1]
         union, head = f.data, f.fd
-        mode = f.version.mode if union is None else staging.FILE_MODE
-        f.stage = await trio.to_thread.run_sync(
-            lambda: staging.Stage.copy_of(place, name, mode or staging.FILE_MODE, head, union)
+        mode = (f.version.mode if union is None else 0) or staging.FILE_MODE
+        await self._stage(
+            f, lambda place, name: staging.Stage.copy_of(place, name, mode, head, union)
         )
-        f.data = None  # reads now see the writer's own bytes
-        await self._folders_made(f.key)
 
     @_handler
     async def create(
@@ -533,21 +526,7 @@ class MemFS(pyfuse3.Operations):
             # The kernel's offset comes from its idea of the size, which other callers' stat
             # set to the committed file's: an append goes to the end of the writer's bytes.
             off = f.stage.size()
-        return self._failing(f, lambda s: s.write(off, buf), off + len(buf))
-
-    def _failing(self, f: OpenFile, change: Callable[[staging.Stage], R], size: int) -> R:
-        """A change of ``f``'s stage; one that fails leaves the stage uncommittable
-        (SPEC 7.1: a full disk never turns a rewrite into an empty file)."""
-        assert f.stage is not None
-        try:
-            writes.check_size(self.config, size)
-            return change(f.stage)
-        except writes.Refused as exc:
-            f.failed = f.failed or exc.errno
-            raise
-        except OSError as exc:
-            f.failed = f.failed or exc.errno or errno.EIO
-            raise
+        return f.change(lambda s: s.write(off, buf), off + len(buf), self.config)
 
     @_handler
     async def flush(self, fh: int) -> None:
@@ -652,10 +631,16 @@ class MemFS(pyfuse3.Operations):
             raise _err(errno.EPERM)
         mode = attr.st_mode if fields.update_mode else None
         size = attr.st_size if fields.update_size else None
-        asked = fields.update_atime or fields.update_mtime
+        atime = attr.st_atime_ns if fields.update_atime else None
+        mtime = attr.st_mtime_ns if fields.update_mtime else None
+        asked = atime is not None or mtime is not None
         f = self.files.get(fh) if fh is not None else self.files.pending(key)
         if f is not None and f.writer and (f.stage is not None or size is not None):
-            return await self._stage_attrs(f, attr, fields, mode, size)
+            # ftruncate, fchmod, futimens on a handle being written: its stage changes.
+            if f.stage is None:
+                await self._stage_copy(f)  # ftruncate on a handle not written yet
+            f.set_attrs(self.config, mode=mode, size=size, atime_ns=atime, mtime_ns=mtime)
+            return self._writers_attrs(f)
         if mode is None and size is None and not asked:
             return await self._attrs_of(inode, key)
         if not key[1]:
@@ -663,39 +648,20 @@ class MemFS(pyfuse3.Operations):
         self._writable(key)
         project = await self._project(key[0])
         planner = self._planner(project)
-        atime = attr.st_atime_ns if fields.update_atime else None
-        mtime = attr.st_mtime_ns if fields.update_mtime else None
         times = planner.times(key[1], atime, mtime) if asked else None
         memory = project.memory_index() if key[1] == MEMORY else None
         plan = planner.set_attrs(key[1], mode=mode, size=size, times=times, memory=memory)
         await self._run(project, plan)
         return self.shown.of(inode, key, project)
 
-    async def _stage_attrs(
-        self,
-        f: OpenFile,
-        attr: pyfuse3.EntryAttributes,
-        fields: pyfuse3.SetattrFields,
-        mode: int | None,
-        size: int | None,
-    ) -> pyfuse3.EntryAttributes:
-        """ftruncate, fchmod, futimens on a handle being written: its stage changes."""
-        if f.stage is None:
-            await self._stage_copy(f)  # ftruncate on a handle not written yet
-        stage = f.stage
-        assert stage is not None
-        if size is not None:
-            self._failing(f, lambda s: s.truncate(size), size)
-        if mode is not None:
-            stage.chmod(mode)
-        if fields.update_atime or fields.update_mtime:
-            atime = attr.st_atime_ns if fields.update_atime else None
-            stage.set_times(atime, attr.st_mtime_ns if fields.update_mtime else None)
+    def _writers_attrs(self, f: OpenFile) -> pyfuse3.EntryAttributes:
+        """The writer's own attributes, kept by the kernel no longer than this request:
+        tools that truncate check the size the kernel then holds (RLIMIT_FSIZE, EFBIG)."""
         if self.inodes.detached(f.ino):
             return self.shown.detached(f.ino)
-        # The writer's own attributes, kept by the kernel no longer than this request:
-        # tools that truncate check the size the kernel then holds (RLIMIT_FSIZE, EFBIG).
-        attrs = self.shown.entry(f.ino, stat.S_IFREG | stage.mode, stage.size(), time.time_ns())
+        assert f.stage is not None
+        mode, size = stat.S_IFREG | f.stage.mode, f.stage.size()
+        attrs = self.shown.entry(f.ino, mode, size, time.time_ns())
         attrs.attr_timeout = attrs.entry_timeout = 0
         return attrs
 

@@ -8,6 +8,8 @@ cli.py prints. Must not import pyfuse3 (cli.py reads the name of the xattr from 
 from __future__ import annotations
 
 import os
+from collections import Counter
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -17,6 +19,16 @@ STATUS_XATTR = "user.memfs.status"
 # An xattr value holds at most 64 KiB (XATTR_SIZE_MAX): each list is cut to this many items,
 # and its full length is given beside it as ``<name>_count``.
 LISTED = 100
+
+
+@dataclass
+class Stats:
+    """The adapter's counters, as `memfs status` reports them."""
+
+    requests: Counter[str] = field(default_factory=Counter)
+    commits: int = 0
+    stale_swept: bool = False  # the crash sweep of the own source has finished
+    stale_removed: int = 0
 
 
 def report(ops: MemFS) -> dict[str, Any]:

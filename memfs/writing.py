@@ -12,12 +12,18 @@ replaced while it was open keeps working on its descriptors, but its bytes never
 
 from __future__ import annotations
 
+import errno
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import TypeVar
 
 from memfs import staging
+from memfs.config import Config
 from memfs.project import Version
+from memfs.writes import Refused, check_size
+
+R = TypeVar("R")
 
 Key = tuple[str, str]  # (slug, view path); ("", "") is the root, (slug, "") a project
 
@@ -47,6 +53,45 @@ class OpenFile:
     # Its bytes never commit: unlinked or replaced while open, or its writer was killed.
     discard: bool = False
     failed: int = 0  # errno of a write or truncate that failed: it never commits (SPEC 7.1)
+
+    def change(self, change: Callable[[staging.Stage], R], size: int, config: Config) -> R:
+        """A change of its stage that leaves the file ``size`` bytes long at most; one that
+        fails (EFBIG past ``max_file_bytes``, ENOSPC, ...) leaves the stage uncommittable
+        (SPEC 7.1: a full disk never turns a rewrite into an empty file).
+
+        Raises:
+            Refused, OSError: what the change met; ``failed`` keeps the first errno.
+        """
+        assert self.stage is not None
+        try:
+            check_size(config, size)  # SPEC 7.6: past the limit, changing nothing
+            return change(self.stage)
+        except Refused as exc:
+            self.failed = self.failed or exc.errno
+            raise
+        except OSError as exc:
+            self.failed = self.failed or exc.errno or errno.EIO
+            raise
+
+    def set_attrs(
+        self,
+        config: Config,
+        *,
+        mode: int | None,
+        size: int | None,
+        atime_ns: int | None,
+        mtime_ns: int | None,
+    ) -> None:
+        """ftruncate, fchmod, futimens through this writer: its stage changes; None keeps
+        what the stage has (a time: UTIME_OMIT)."""
+        stage = self.stage
+        assert stage is not None
+        if size is not None:
+            self.change(lambda s: s.truncate(size), size, config)
+        if mode is not None:
+            stage.chmod(mode)
+        if atime_ns is not None or mtime_ns is not None:
+            stage.set_times(atime_ns, mtime_ns)
 
     def size(self) -> int:
         """The size its own writer sees."""
