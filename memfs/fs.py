@@ -320,6 +320,8 @@ class MemFS(pyfuse3.Operations):
                     attrs = self.shown.of(0, key, project if in_project else None)
                 except pyfuse3.FUSEError:
                     continue  # vanished since opendir
+                if kept and listing is not None:
+                    listing.keep(pos, attrs)
                 if key[1] == PREAMBLE and project is not None:
                     attrs.st_ino = self._number(key)
                     attrs.st_size = len(self.renderings.of(attrs.st_ino, project))
