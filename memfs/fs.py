@@ -459,9 +459,7 @@ class MemFS(pyfuse3.Operations):
             f, lambda place, name: staging.Stage(place, name, initial_fd=None, mode=mode)
         )
 
-    async def _stage(
-        self, f: OpenFile, make: Callable[[staging.Place, str], staging.Stage]
-    ) -> None:
+    async def _stage(self, f: OpenFile, make: MakeStage) -> None:
         """Make ``f``'s stage in a worker (it may create the own source's folders)."""
         place, name = self._writable(f.key), parent_of(f.key[1])[1]
         f.stage = await trio.to_thread.run_sync(make, place, name)

@@ -15,7 +15,6 @@ file is opened again from the root, exactly as before.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import resource
@@ -32,8 +31,6 @@ def folder_limit() -> int:
     """Read when a Pins is made: mount.py raises the descriptor limit before that."""
     return max(1, min(resource.getrlimit(resource.RLIMIT_NOFILE)[0] // 8, 8192))
 
-
-_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 
 FolderKey = tuple[Path, tuple[str, ...]]  # (source root, components below it)
 
@@ -68,9 +65,9 @@ class Pins:
             if found is not None:
                 os.close(found[0])
             self._drop(key)  # moved, replaced or changed: walk from the root again
-        folder = _open_folder(root, key[1])
+        folder = sources.folder_fd(root, key[1])
         try:
-            fd = os.open(name, _FILE_FLAGS, dir_fd=folder)
+            fd = os.open(name, sources.FILE_FLAGS, dir_fd=folder)
         except BaseException:
             os.close(folder)
             raise
@@ -100,7 +97,7 @@ def _open_in(folder: int, name: str) -> tuple[int, tuple[int, int]] | None:
     """``name`` in an open folder with its (size, mtime_ns); None if it is not a regular
     file there (any more)."""
     try:
-        fd = os.open(name, _FILE_FLAGS, dir_fd=folder)
+        fd = os.open(name, sources.FILE_FLAGS, dir_fd=folder)
     except OSError:
         return None
     st = os.fstat(fd)
@@ -108,21 +105,3 @@ def _open_in(folder: int, name: str) -> tuple[int, tuple[int, int]] | None:
         os.close(fd)
         return None
     return fd, (st.st_size, st.st_mtime_ns)
-
-
-def _open_folder(root: Path, parts: Sequence[str]) -> int:
-    """A descriptor of ``root/parts...``, never through a symlink below the root (as
-    `sources.open_folder`, but the caller keeps it)."""
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        for part in parts:
-            if not sources.valid_name(part):
-                raise OSError(errno.EINVAL, f"invalid path component {part!r}")
-            child = os.open(part, sources.DIR_FLAGS, dir_fd=fd)
-            os.close(fd)
-            fd = child
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.close(fd)
-        raise
-    return fd

@@ -687,10 +687,6 @@ class Project:
     def drop_bodies(self) -> None:
         self._bodies = {}
 
-    def open_fd(self, v: Version) -> int:
-        origin = self.origins[v.origin]
-        return sources.open_file(origin.root, origin.parts, v.path)
-
     def real_path(self, v: Version) -> Path:
         return self.origins[v.origin].folder / v.path
 

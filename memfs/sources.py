@@ -33,7 +33,7 @@ MAX_DEPTH = 64
 NOT_READ = "not read: "  # the left-out reason of a folder a scan did not look into
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,9 +84,9 @@ def list_slug_folders(root: Path) -> list[str]:
         return []
 
 
-@contextmanager
-def open_folder(root: Path, parts: Sequence[str]) -> Iterator[int]:
-    """A descriptor for ``root/parts...``, refusing a symlink at any component below root.
+def folder_fd(root: Path, parts: Sequence[str]) -> int:
+    """A descriptor for ``root/parts...`` the caller closes, refusing a symlink at any
+    component below root.
 
     Raises:
         OSError: ``ELOOP``/``ENOTDIR`` for a symlink or file in the way, ``ENOENT`` if absent.
@@ -99,6 +99,17 @@ def open_folder(root: Path, parts: Sequence[str]) -> Iterator[int]:
             child = os.open(part, DIR_FLAGS, dir_fd=fd)
             os.close(fd)
             fd = child
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+@contextmanager
+def open_folder(root: Path, parts: Sequence[str]) -> Iterator[int]:
+    """`folder_fd`, closed when the block ends."""
+    fd = folder_fd(root, parts)
+    try:
         yield fd
     finally:
         os.close(fd)
@@ -265,16 +276,16 @@ def _open_unseen(name: str, dir_fd: int) -> int:
     was: a user's atime, or one set with utimensat, is theirs. O_NOATIME is refused
     (EPERM) for a file memfs does not own; such a read may then move the atime."""
     try:
-        return os.open(name, _FILE_FLAGS | os.O_NOATIME, dir_fd=dir_fd)
+        return os.open(name, FILE_FLAGS | os.O_NOATIME, dir_fd=dir_fd)
     except PermissionError:
-        return os.open(name, _FILE_FLAGS, dir_fd=dir_fd)
+        return os.open(name, FILE_FLAGS, dir_fd=dir_fd)
 
 
 def open_file(root: Path, parts: Sequence[str], path: str) -> int:
     """A read-only descriptor for a source file, for serving reads with ``os.pread``."""
     *dirs, name = split(path)
     with open_folder(root, [*parts, *dirs]) as dir_fd:
-        fd = os.open(name, _FILE_FLAGS, dir_fd=dir_fd)
+        fd = os.open(name, FILE_FLAGS, dir_fd=dir_fd)
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
         raise OSError(errno.EINVAL, f"not a regular file: {path}")
