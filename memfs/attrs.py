@@ -49,7 +49,7 @@ class Shown:
         self.started_ns = time.time_ns()
 
     def as_seen_by(
-        self, attrs: pyfuse3.EntryAttributes, pid: int, *, older_cached: bool
+        self, attrs: pyfuse3.EntryAttributes, pid: int, *, older_cached: Callable[[], bool]
     ) -> pyfuse3.EntryAttributes:
         """The size caller ``pid`` must see, where the kernel's one size per inode cannot
         serve every caller alike; the kernel then keeps none and asks again each time.
@@ -57,15 +57,15 @@ class Shown:
         - While a file is being written, its writer sees its own size, everyone else the
           committed file's (SPEC 7.1). The writer is the thread that opened it (FUSE names
           the calling thread), so the writer's size reaches as few callers as possible.
-        - While an open reads an older version through the page cache (``older_cached``,
-          kernel.py), every caller sees that version's size, so its reads are not cut at
-          the new one's (opens of the newer one read past the cache, whole, whatever size
-          they were told).
+        - While an open reads an older version through the page cache (``older_cached()``,
+          asked only when no writer is; kernel.py), every caller sees that version's size,
+          so its reads are not cut at the new one's (opens of the newer one read past the
+          cache, whole, whatever size they were told).
         """
         ino = attrs.st_ino
         if self.files.writers_of(ino):
             size = self.files.own_size(ino, pid)
-        elif older_cached:
+        elif older_cached():
             size = self.files.cached_size(ino)
         else:
             return attrs

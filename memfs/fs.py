@@ -214,9 +214,9 @@ class MemFS(pyfuse3.Operations):
         self, attrs: pyfuse3.EntryAttributes, ctx: pyfuse3.RequestContext, key: Key
     ) -> pyfuse3.EntryAttributes:
         ino = attrs.st_ino
-        # (a writer's size comes first: the page-cache question is asked only without one)
-        held = not self.files.writers_of(ino) and self.kernel.holds_other(ino, self._token(key))
-        return self.shown.as_seen_by(attrs, ctx.pid, older_cached=held)
+        return self.shown.as_seen_by(
+            attrs, ctx.pid, older_cached=lambda: self.kernel.holds_other(ino, self._token(key))
+        )
 
     def _token(self, key: Key) -> object:
         """What names the version ``key`` shows now (kernel.py); None for no file."""
