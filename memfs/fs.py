@@ -36,7 +36,7 @@ from memfs.catalog import Catalog, is_project_name
 from memfs.config import Config
 from memfs.here import Here
 from memfs.inodes import HERE, HERE_INODE, HERE_KEY, ROOT_INODE, ROOT_KEY, Inodes, Key
-from memfs.kernel import Kernel, token_of
+from memfs.kernel import Kernel, token_of, token_of_leaf
 from memfs.pins import Pins
 from memfs.project import MEMORY, PREAMBLE, Kind, Leaf, Project
 from memfs.renderings import Renderings
@@ -381,11 +381,11 @@ class MemFS(pyfuse3.Operations):
             f.data = project.memory_index()
         else:
             f.version = leaf.version
-        token = self._token(f.key)
+        token = token_of_leaf(project, leaf)
         # Pin the version now and check it is the one the view reports: a change inotify
         # has not told yet is served whole, past the pages and size of the one before.
         current = f.data is not None or self.kernel.reuse(f, token) or self._pin(f, project)
-        writing = bool(self.files.writers_of(f.ino))
+        writing = self.files.has_writers(f.ino)
         served = self.kernel.open(f.ino, token) if current and not writing else None
         f.token = token if served is not None else None
         self.kernel.lend(f, served)
@@ -429,20 +429,22 @@ class MemFS(pyfuse3.Operations):
             raise _err(errno.EACCES)
         f.version = leaf.version
         f.keeps_history = True
-        if leaf.kind is Kind.MEMORY:
-            # Editing the union starts from what the reader saw: the union becomes the own
-            # source's MEMORY.md, so no topic linked elsewhere is lost.
-            f.data = project.memory_index()
-        else:
-            self._pin(f, project)  # the version its reads and its stage start from
         if flags & os.O_TRUNC:
+            # Nothing of the head is read: no descriptor of it is opened (closing it after
+            # the commit would free the replaced inode on the request thread).
             mode = leaf.version.mode if leaf.kind is Kind.FILE and leaf.version else 0o644
             await self._stage_empty(f, mode or staging.FILE_MODE)
             # `> file` empties the file even if nothing is written; a shell closes a dup of
             # the descriptor (a flush) before writing, so the bare truncation commits only
             # at release, and readers never see the empty in-between file.
             f.unsaved = True
-        # Otherwise the stage (a copy of the head) is made at the first write or truncate:
+        elif leaf.kind is Kind.MEMORY:
+            # Editing the union starts from what the reader saw: the union becomes the own
+            # source's MEMORY.md, so no topic linked elsewhere is lost.
+            f.data = project.memory_index()
+        else:
+            self._pin(f, project)  # the version its reads and its stage start from
+        # Without O_TRUNC the stage (a copy of the head) is made at the first write or truncate:
         # an editor opening read-write, or `touch`, copies nothing and leaves no temp file.
         # Direct I/O: the writer's bytes stay out of the page cache other openers share.
         return pyfuse3.FileInfo(fh=self.files.add(f), direct_io=True)
@@ -771,13 +773,14 @@ class MemFS(pyfuse3.Operations):
             taken = project.tree.leaf(dst[1]) is not None or self.files.pending(dst) is not None
             writes.check_pending_rename(project, src[1], dst[1], flags, taken=taken)
             self.files.move_pending(src, dst)
-            self.inodes.move(src, dst)
+            self.inodes.move(src, dst, folder=False)
             return
+        folder = project.tree.is_dir(src[1])
         memory = project.memory_index() if src[1] == MEMORY else None
         plan = self._planner(project).rename(src[1], dst[1], flags, memory=memory)
         await self._run(project, plan)
         if src != dst:
-            self.inodes.move(src, dst)
+            self.inodes.move(src, dst, folder=folder)
             for f in self.files.moved(src, dst):
                 if f.stage is not None:  # it commits under its new name (rename(2) semantics)
                     place, name = self._writable(f.key), parent_of(f.key[1])[1]

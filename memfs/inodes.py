@@ -90,15 +90,20 @@ class Inodes:
             del self._by_ino[ino]
         return ino
 
-    def move(self, src: Key, dst: Key) -> None:
-        """The kernel moved its entry: the inode at ``src`` (and below) now lives at ``dst``;
-        what stood at ``dst`` is detached."""
+    def move(self, src: Key, dst: Key, *, folder: bool) -> None:
+        """The kernel moved its entry: the inode at ``src`` (and below, for a ``folder``)
+        now lives at ``dst``; what stood at ``dst`` is detached. A file's move costs one
+        key; a folder's walks every number (the paths below it have no index)."""
         slug, old = src
-        moved = {
-            key: ino
-            for key, ino in self._by_key.items()
-            if key[0] == slug and (key[1] == old or key[1].startswith(old + "/"))
-        }
+        if folder:
+            moved = {
+                key: ino
+                for key, ino in self._by_key.items()
+                if key[0] == slug and (key[1] == old or key[1].startswith(old + "/"))
+            }
+        else:
+            ino = self._by_key.get(src)
+            moved = {src: ino} if ino is not None else {}
         for key in moved:
             del self._by_key[key]
         self.epoch += 1

@@ -663,7 +663,7 @@ class Project:
         described = settings.index_max
         for pos in range(end - 1, -1, -1):
             v = self._by_mtime[pos]
-            superseded = v in self._handoffs and v not in handoffs[:1]  # never inlined
+            superseded = _is_handoff(v) and v not in handoffs[:1]  # never inlined
             if whole > 0 and not superseded:
                 found[v] = cap
                 whole -= 1
@@ -776,7 +776,7 @@ class Project:
                 continue
             # Superseded handoffs are never inlined (SPEC 6.4): a stale handoff read as
             # current derails an agent. Nor is the latest when it is not text.
-            superseded = latest is not None and not is_latest and v in self._handoffs
+            superseded = latest is not None and not is_latest and _is_handoff(v)
             not_text = is_latest
             if not superseded and not is_latest and len(newest) < settings.newest:
                 reads += 1
@@ -1079,6 +1079,12 @@ def _hidden(path: str) -> bool:
 
 def _mtime_key(v: Version) -> tuple[int, str]:
     return (v.mtime_ns, v.path)
+
+
+def _is_handoff(v: Version) -> bool:
+    """Whether a head in ``_by_mtime`` is one of ``_handoffs``, by its name alone (the two
+    take the same heads, and membership in the sorted list would rank it again)."""
+    return preamble.is_handoff(v.path)
 
 
 def _handoff_key(v: Version) -> tuple[tuple[int, int, int], str]:

@@ -36,7 +36,7 @@ import struct
 import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -169,9 +169,6 @@ class _Work:
 
     stats: set[tuple[str, int, str]] = field(default_factory=set)  # (slug, origin, path)
     rescans: set[tuple[str, int]] = field(default_factory=set)  # (slug, origin)
-    # Projects the adapter changed itself (a write through the mount): only their bodies
-    # are read ahead, the adapter is not told (it publishes its own changes).
-    ahead: set[str] = field(default_factory=set)  # slug
 
     def __bool__(self) -> bool:
         return bool(self.stats or self.rescans)
@@ -190,6 +187,8 @@ class _Work:
 # runs, and with no thread waiting for the GIL the interval costs nothing anyway (it only
 # bounds how long a waiter waits).
 HEAVY_SWITCH_S = 0.0002
+FEW_LOOKS = 32  # a batch of at most this many looks is no long loop (`Watcher._turn`)
+AHEAD_SETTLE_S = 0.01  # a project's bodies are read ahead once its changes pause this long
 NEVER = 1 << 30  # a collection threshold never reached
 
 
@@ -254,6 +253,9 @@ class Watcher:
         self._busy = 0  # worker calls that may add watches, in flight
         self._loads: dict[str, trio.Event] = {}  # slug ('' for the listing) -> loaded
         self._send, self._receive = trio.open_memory_channel[list[Event] | _Work](math.inf)
+        self._ahead: set[str] = set()  # slugs to read ahead for (`read_ahead_soon`)
+        self._ahead_settling: trio.CancelScope | None = None  # while waiting for a pause
+        self._ahead_wake = trio.Event()
         self.events = 0
         self.overflows = 0
         self.loads = 0
@@ -395,9 +397,13 @@ class Watcher:
         self._send.send_nowait(_Work(stats={(project.slug, i, path)}))
 
     def read_ahead_soon(self, project: Project) -> None:
-        """The adapter changed ``project`` (a write through the mount): read, off the
-        request thread, the bodies its next PREAMBLE.md and MEMORY.md will ask for."""
-        self._send.send_nowait(_Work(ahead={project.slug}))
+        """``project`` changed (a write through the mount, or a change the watcher took
+        in): read, off the request thread, the bodies its next PREAMBLE.md and MEMORY.md
+        will ask for, once its changes pause (`_reading_ahead`)."""
+        self._ahead.add(project.slug)
+        self._ahead_wake.set()
+        if self._ahead_settling is not None:
+            self._ahead_settling.deadline = trio.current_time() + AHEAD_SETTLE_S
 
     # --- roots --------------------------------------------------------------------
 
@@ -458,6 +464,7 @@ class Watcher:
     async def run(self) -> None:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._read)
+            nursery.start_soon(self._reading_ahead)
             async for item in self._receive:
                 await self._process(item)
 
@@ -476,28 +483,58 @@ class Watcher:
                     self._handle(wd, mask, name, work, touched)
                 except Exception:
                     log.exception("watch event %s %#x %r failed", wd, mask, name)
-        changed_here = set(work.ahead)
+        before: dict[str, int] = {}  # each absorbed project's generation before its looks
         while work:
             jobs = self._jobs(work)
             self._busy += 1
             try:
-                with self.turns.heavy():
+                with self._turn(jobs):
                     results = await trio.to_thread.run_sync(self._read_jobs, jobs)
             finally:
                 self._busy -= 1
             work = _Work()
             for job, result in zip(jobs, results, strict=True):
+                before.setdefault(job[0].slug, job[0].generation)
                 self._absorb(job, result, touched)
         for project in touched.values():
             self.listener.project_changed(project)
-        loaded = self.catalog.loaded()
-        ahead = [loaded[s] for s in sorted(changed_here - touched.keys()) if s in loaded]
-        await self._read_ahead([*touched.values(), *ahead])
+        # Only a project whose view changed needs bodies read ahead: the looks of memfs's
+        # own commits (most events, while agents write) find what the commit took in.
+        for slug, project in touched.items():
+            if slug in before and project.generation != before[slug]:
+                self.read_ahead_soon(project)
+
+    def _turn(
+        self, jobs: list[tuple[Project, int, Origin, str | None, set[str]]]
+    ) -> AbstractContextManager[None]:
+        """The interpreter's sharing for one worker call of ``jobs``: a scan or a long
+        batch of looks is a long Python loop (`Turns.heavy`); a few looks are not, and
+        changing the switch interval for them only makes the threads trade the GIL."""
+        if len(jobs) > FEW_LOOKS or any(path is None for _, _, _, path, _ in jobs):
+            return self.turns.heavy()
+        return nullcontext()
+
+    async def _reading_ahead(self) -> None:
+        """The projects asked for by `read_ahead_soon`, read ahead once no ask came for
+        `AHEAD_SETTLE_S`: in a burst of writes each read-ahead would be moot by the next
+        write, and would only take the interpreter from the requests. In its own task, so
+        the watcher's next events never wait for it."""
+        while True:
+            await self._ahead_wake.wait()
+            # Each ask moves this scope's deadline on (`read_ahead_soon`).
+            with trio.CancelScope(deadline=trio.current_time() + AHEAD_SETTLE_S) as settling:
+                self._ahead_settling = settling
+                await trio.sleep_forever()
+            self._ahead_settling = None
+            self._ahead_wake = trio.Event()
+            slugs, self._ahead = self._ahead, set()
+            loaded = self.catalog.loaded()
+            await self._read_ahead([loaded[s] for s in sorted(slugs) if s in loaded])
 
     async def _read_ahead(self, projects: list[Project]) -> None:
         """Read, in one worker call, the bodies the changed projects' next PREAMBLE.md and
         MEMORY.md will ask for: the adapter renders them on the trio thread, which then
-        reads nothing (SPEC 7a). Done after the adapter is told: its invalidations are
+        reads nothing (SPEC 7a). Asked after the adapter is told: its invalidations are
         what makes a change show whole (SPEC 5.4) and must not wait for an optimisation;
         a rendering asked for meanwhile reads what it needs itself."""
         wanted = [(project, project.bodies_wanted()) for project in projects]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import re
 from pathlib import Path
 from unittest import mock
@@ -131,6 +132,13 @@ def test_handoff_rank_touch_does_not_win() -> None:
     ],
 )
 def test_is_handoff(name: str, expected: bool) -> None:
+    assert is_handoff(name) is expected
+
+
+@given(st.text(alphabet="handof.m/-_x*?[]", max_size=14))
+def test_is_handoff_is_the_glob(name: str) -> None:
+    # is_handoff spells the glob out for speed; it must answer what fnmatch answers.
+    expected = fnmatch.fnmatchcase(name.rsplit("/", 1)[-1], preamble_mod.HANDOFF_GLOB)
     assert is_handoff(name) is expected
 
 
