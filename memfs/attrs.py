@@ -63,7 +63,7 @@ class Shown:
           cache, whole, whatever size they were told).
         """
         ino = attrs.st_ino
-        if self.files.writers_of(ino):
+        if self.files.has_writers(ino):
             size = self.files.own_size(ino, pid)
         elif older_cached():
             size = self.files.cached_size(ino)

@@ -42,7 +42,7 @@ import pyfuse3
 import trio
 
 from memfs.inodes import ROOT_INODE, Key
-from memfs.project import MEMORY, PREAMBLE, Kind, Project
+from memfs.project import MEMORY, PREAMBLE, Kind, Leaf, Project
 from memfs.tree import parent_of
 from memfs.writing import OpenFile
 
@@ -54,10 +54,15 @@ Token = Hashable  # names one version of a file's bytes
 def token_of(project: Project | None, path: str) -> Token:
     """What names the version ``path`` of ``project`` shows now; None for no file."""
     leaf = project.tree.leaf(path) if project is not None and path else None
-    if leaf is None or leaf.version is None:
+    return None if leaf is None else token_of_leaf(project, leaf)  # type: ignore[arg-type]
+
+
+def token_of_leaf(project: Project, leaf: Leaf) -> Token:
+    """`token_of` for the leaf a caller holds already (an open: no second lookup)."""
+    if leaf.version is None:
         return None
     if leaf.kind is Kind.MEMORY:
-        data = project.memory_index()  # type: ignore[union-attr]
+        data = project.memory_index()
         return ("memory", len(data), hash(data))
     v = leaf.version
     return (v.origin, v.path, v.size, v.mtime_ns)

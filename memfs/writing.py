@@ -157,6 +157,9 @@ class OpenFiles:
     def writers_of(self, ino: int) -> list[OpenFile]:
         return [f for f in self._by_fh.values() if f.ino == ino and f.stage is not None]
 
+    def has_writers(self, ino: int) -> bool:
+        return any(f.ino == ino and f.stage is not None for f in self._by_fh.values())
+
     def of_inode(self, ino: int) -> list[OpenFile]:
         return [f for f in self._by_fh.values() if f.ino == ino]
 
