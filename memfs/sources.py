@@ -14,6 +14,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import secrets
 import stat
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -27,6 +28,10 @@ log = logging.getLogger(__name__)
 # Names memfs itself creates in the own source while staging a write (see staging.py). They
 # are never part of the merged view (names.RULES), and recovery removes leftovers.
 STAGE_PREFIX = names.STAGE_PREFIX
+# This process's stages: a rename from one of these names is this memfs's own commit, which
+# its plan reads back itself (the watcher skips it). Another memfs on the same source has
+# another prefix, so its commits are read as anyone's.
+OWN_STAGE_PREFIX = STAGE_PREFIX + secrets.token_hex(4)
 NAME_MAX = 255
 # Deeper folders are left out: a scan must never exhaust the stack on a hostile tree.
 MAX_DEPTH = 64

@@ -152,7 +152,7 @@ class Stage:
 
     def _new_temp(self, initial_fd: int | None) -> None:
         while True:
-            temp = sources.STAGE_PREFIX + secrets.token_hex(8)
+            temp = sources.OWN_STAGE_PREFIX + secrets.token_hex(4)
             try:
                 fd = os.open(
                     temp,
@@ -238,6 +238,7 @@ class Stage:
         if not self.dirty or not self.temp:
             return None
         os.fsync(self.fd)
+        self._stop_writing()
         if keep is not None:
             self.kept = keep_version(self._dir_fd, self.name, keep)
         os.rename(self.temp, self.name, src_dir_fd=self._dir_fd, dst_dir_fd=self._dir_fd)
@@ -246,6 +247,23 @@ class Stage:
         self.temp = ""
         self.dirty = False
         return os.fstat(self.fd)
+
+    def _stop_writing(self) -> None:
+        """Before the rename, swap the writable descriptor for a read-only one on the same
+        file: its close reports IN_CLOSE_WRITE under the stage's name, which the watcher
+        skips, not under the target's, which it would read again after the commit read it.
+        If no second descriptor can be had, the writable one stays (one more look)."""
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            ro = os.open(self.temp, flags, dir_fd=self._dir_fd)
+        except OSError:
+            return
+        mine, found = os.fstat(self.fd), os.fstat(ro)
+        if (found.st_dev, found.st_ino) != (mine.st_dev, mine.st_ino):
+            os.close(ro)
+            return
+        os.close(self.fd)
+        self.fd = ro
 
     def abort(self) -> None:
         """Drop an uncommitted temp file and close everything; safe to call twice."""

@@ -82,6 +82,7 @@ _FOLDER_MASK = (
 )
 _ROOT_MASK = _ENTRY_EVENTS | IN_ONLYDIR | IN_DONT_FOLLOW
 _EVENT = struct.Struct("iIII")
+OWN_MOVES_MAX = 4096  # renames from own stages awaiting their IN_MOVED_TO
 
 
 class Inotify:
@@ -94,6 +95,8 @@ class Inotify:
             err = ctypes.get_errno()
             raise OSError(err, f"inotify_init1: {os.strerror(err)}")
         self.fd: int = fd
+        self._own_moves: set[int] = set()  # cookies of renames from this process's stages
+        self.own_commits = 0  # their arrivals, skipped (`own_commit`)
 
     def add(self, path: Path, mask: int) -> int:
         wd: int = self._libc.inotify_add_watch(self.fd, os.fsencode(path), mask)
@@ -106,7 +109,8 @@ class Inotify:
         self._libc.inotify_rm_watch(self.fd, wd)
 
     async def read(self) -> list[tuple[int, int, str]]:
-        """The next batch of events as (wd, mask, name)."""
+        """The next batch of events as (wd, mask, name), without the arrival half of this
+        process's own commits (`own_commit`)."""
         while True:
             try:
                 data = os.read(self.fd, 1 << 16)
@@ -116,12 +120,28 @@ class Inotify:
         events = []
         pos = 0
         while pos + _EVENT.size <= len(data):
-            wd, mask, _cookie, length = _EVENT.unpack_from(data, pos)
+            wd, mask, cookie, length = _EVENT.unpack_from(data, pos)
             pos += _EVENT.size
             name = os.fsdecode(data[pos : pos + length].rstrip(b"\0"))
             pos += length
-            events.append((wd, mask, name))
+            if not self.own_commit(mask, cookie, name):
+                events.append((wd, mask, name))
         return events
+
+    def own_commit(self, mask: int, cookie: int, name: str) -> bool:
+        """Whether the event is the IN_MOVED_TO of a rename from one of this process's
+        stage names: its commit, whose plan stats the target after the rename and takes
+        that in (a change after it comes with its own event). The IN_MOVED_FROM half is
+        a stage name, skipped like every one."""
+        if mask & IN_MOVED_FROM and name.startswith(sources.OWN_STAGE_PREFIX):
+            if len(self._own_moves) >= OWN_MOVES_MAX:  # halves whose other never came
+                self._own_moves.clear()
+            self._own_moves.add(cookie)
+        elif mask & IN_MOVED_TO and cookie in self._own_moves:
+            self._own_moves.discard(cookie)
+            self.own_commits += 1
+            return True
+        return False
 
     def close(self) -> None:
         os.close(self.fd)

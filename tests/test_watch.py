@@ -17,10 +17,18 @@ import pytest
 import trio
 
 from memfs import config as cfg
-from memfs import sources
+from memfs import sources, staging
 from memfs.catalog import Catalog
 from memfs.project import MEMORY, Project
-from memfs.watch import HEAVY_SWITCH_S, NEVER, Turns, Watcher
+from memfs.watch import (
+    HEAVY_SWITCH_S,
+    IN_MOVED_FROM,
+    IN_MOVED_TO,
+    NEVER,
+    Inotify,
+    Turns,
+    Watcher,
+)
 
 SLUG = "-home-a-proj"
 
@@ -259,3 +267,49 @@ async def test_a_change_through_the_mount_is_read_ahead_when_the_adapter_asks(
     finally:
         watcher.close()
     assert recorder.projects == []  # the adapter publishes its own changes
+
+
+def test_only_the_arrival_of_this_process_s_own_stage_rename_is_skipped() -> None:
+    inotify = Inotify()
+    try:
+        own = f"{sources.OWN_STAGE_PREFIX}0123abcd"
+        other = f"{sources.STAGE_PREFIX}ffffffff0123abcd"  # another memfs on the source
+        assert not inotify.own_commit(IN_MOVED_FROM, 7, own)  # skipped by name later
+        assert not inotify.own_commit(IN_MOVED_TO, 8, "a.md")  # another rename's arrival
+        assert inotify.own_commit(IN_MOVED_TO, 7, "a.md")
+        assert not inotify.own_commit(IN_MOVED_TO, 7, "a.md")  # one arrival per departure
+        assert not inotify.own_commit(IN_MOVED_FROM, 9, other)
+        assert not inotify.own_commit(IN_MOVED_TO, 9, "b.md")
+        assert inotify.own_commits == 1
+    finally:
+        inotify.close()
+
+
+async def test_a_change_right_after_an_own_commit_is_still_seen(tmp_path: Path) -> None:
+    """The watcher skips the arrival of memfs's own commit (its plan reads the file back),
+    and nothing after it: a writer appending to the committed file right away shows."""
+    own = tmp_path / "own" / "projects"
+    folder = own / SLUG / "memory"
+    folder.mkdir(parents=True)
+    (folder / "a.md").write_text("old\n")
+    catalog = Catalog(load(tmp_path, {"own": own}))
+    watcher = Watcher(catalog, Recorder())
+    project = await watcher.load(SLUG)
+    assert project is not None
+    place = staging.Place(own, (SLUG, "memory"))
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(watcher.run)
+            stage = staging.Stage(place, "a.md", initial_fd=None, mode=0o644)
+            stage.write(0, b"committed\n")
+            stage.commit()
+            stage.abort()
+            fd = os.open(folder / "a.md", os.O_WRONLY | os.O_APPEND)
+            os.write(fd, b"appended\n")
+            os.close(fd)
+            size = len(b"committed\nappended\n")
+            await eventually(lambda: project.head("a.md").size == size, "the append")
+            assert watcher.inotify.own_commits == 1
+            nursery.cancel_scope.cancel()
+    finally:
+        watcher.close()
