@@ -30,7 +30,7 @@ from typing import Any, ParamSpec
 import pyfuse3
 import trio
 
-from memfs import procs, sources, staging, state, status, writes
+from memfs import procs, sources, staging, state, status, workers, writes
 from memfs.attrs import Listing, Listings, Shown, statvfs_of
 from memfs.catalog import Catalog, is_project_name
 from memfs.config import Config
@@ -142,7 +142,7 @@ class MemFS(pyfuse3.Operations):
         if self.watcher is not None:
             await self.watcher.listing()
         elif not self.catalog.listed:
-            self.catalog.set_listing(await trio.to_thread.run_sync(self.catalog.read_listing))
+            self.catalog.set_listing(await workers.run(self.catalog.read_listing))
 
     async def _project(self, slug: str) -> Project:
         """``slug``'s project, loaded off this thread on first use; an empty one for a
@@ -154,7 +154,7 @@ class MemFS(pyfuse3.Operations):
         if self.watcher is not None:
             project = await self.watcher.load(slug)
         elif self.catalog.has(slug):
-            project = await trio.to_thread.run_sync(self.catalog.build, slug)
+            project = await workers.run(self.catalog.build, slug)
             project = self.catalog.loaded().get(slug) or self.catalog.adopt(project)
         if project is None:
             project = self.catalog.empty(slug)
@@ -464,7 +464,7 @@ class MemFS(pyfuse3.Operations):
     async def _stage(self, f: OpenFile, make: MakeStage) -> None:
         """Make ``f``'s stage in a worker (it may create the own source's folders)."""
         place, name = self._writable(f.key), parent_of(f.key[1])[1]
-        f.stage = await trio.to_thread.run_sync(make, place, name)
+        f.stage = await workers.run(make, place, name)
         f.data = None  # reads now see the writer's own bytes
         await self._folders_made(f.key)
 
@@ -602,7 +602,7 @@ class MemFS(pyfuse3.Operations):
         # A handle released without a successful commit is dropped: the target stays as
         # it was (the temp file goes in a worker: unlinking is the disk's business).
         if f.stage.temp:
-            await trio.to_thread.run_sync(f.stage.abort)
+            await workers.run(f.stage.abort)
             self._abandoned(f.key)
         else:
             f.stage.abort()
@@ -694,7 +694,7 @@ class MemFS(pyfuse3.Operations):
         if ino is not None:
             self.kernel.inode(ino)  # its st_nlink is 0 now
         for stage in stages:
-            await trio.to_thread.run_sync(stage.forget_temp)
+            await workers.run(stage.forget_temp)
 
     @_handler
     async def mkdir(
@@ -729,7 +729,7 @@ class MemFS(pyfuse3.Operations):
             return state.load_whiteouts(self.config.state_dir, slug)  # off this thread
 
         async with self._commit_lock:
-            whiteouts = await trio.to_thread.run_sync(made)
+            whiteouts = await workers.run(made)
         project = self.catalog.own_folder_made(slug, whiteouts)
         self.publish_root(slug)
         return project
@@ -784,7 +784,7 @@ class MemFS(pyfuse3.Operations):
             for f in self.files.moved(src, dst):
                 if f.stage is not None:  # it commits under its new name (rename(2) semantics)
                     place, name = self._writable(f.key), parent_of(f.key[1])[1]
-                    await trio.to_thread.run_sync(f.stage.retarget, place, name)
+                    await workers.run(f.stage.retarget, place, name)
 
     async def symlink(
         self, parent_inode: int, name: bytes, target: bytes, ctx: pyfuse3.RequestContext
@@ -811,7 +811,7 @@ class MemFS(pyfuse3.Operations):
         error of the step that failed, if one did (the view shows the disk either way)."""
         apply = plan.application(project, self.config.limits.max_file_bytes)
         async with self._commit_lock:
-            applied = await trio.to_thread.run_sync(apply)
+            applied = await workers.run(apply)
         if writes.absorb(self.catalog, project, plan, applied):
             self.publish_root(project.slug)
         self._publish(project)
@@ -858,7 +858,7 @@ class MemFS(pyfuse3.Operations):
     async def statfs(self, ctx: pyfuse3.RequestContext) -> pyfuse3.StatvfsData:
         self._count("statfs")
         own = self.config.own or self.config.sources[0]
-        return await trio.to_thread.run_sync(statvfs_of, own.root)
+        return await workers.run(statvfs_of, own.root)
 
 
 def _parent_key(key: Key) -> Key:

@@ -11,9 +11,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import trio
-
-from memfs import procs
+from memfs import procs, workers
 from memfs import slug as slugs
 from memfs.inodes import HERE
 
@@ -44,7 +42,7 @@ class Here:
         cached = self._cache.get(cwd)
         if cached is not None and cached[0] > now:
             return cached[1]
-        found = await trio.to_thread.run_sync(slugs.project_slug, cwd)
+        found = await workers.run(slugs.project_slug, cwd)
         if len(self._cache) >= KEEP_AT_MOST:
             self._cache.clear()
         self._cache[cwd] = (now + KEEP_SECONDS, found)

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 import pyfuse3
 import trio
 
+from memfs import workers
 from memfs.inodes import ROOT_INODE, Key
 from memfs.project import MEMORY, PREAMBLE, Kind, Leaf, Project
 from memfs.tree import parent_of
@@ -276,7 +277,7 @@ class Kernel:
                 queued = Counter(ino for kind, ino, _ in batch if kind == "inode")
                 counts = {ino: self._queued[ino] for ino in queued}
                 # Abandoned on unmount: a notify stuck in the kernel must not hold up the exit.
-                await trio.to_thread.run_sync(self._send_batch, batch, abandon_on_cancel=True)
+                await workers.run(self._send_batch, batch, abandon_on_cancel=True)
                 for ino, n in counts.items():
                     # Sent: the kernel holds nothing older than what was queued by then.
                     left = self._queued[ino] - n

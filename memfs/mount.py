@@ -15,7 +15,7 @@ import cli (no cycle: the daemon reports errors by raising MountError).
 Threading: ``run_foreground`` owns the process's main thread: ``pyfuse3.init`` there, then
 ``trio.run`` of ``_serve``, whose tasks (invalidator, watcher, signals, readiness) all run
 on that one trio thread; blocking work (the readiness stat, the stale-stage sweep) goes to
-``trio.to_thread``. Stop signals are blocked from just before the mount until the signal
+``workers.run``. Stop signals are blocked from just before the mount until the signal
 task listens. ``probe`` runs its statfs in a daemon thread so that a hung mount costs a
 timeout, not the caller. Everything else here is synchronous and runs before or after the
 trio loop (or in the parent process, for background mode).
@@ -46,7 +46,7 @@ import pyfuse3
 import trio
 
 from memfs import mountpoint as bare
-from memfs import notify, sources, staging
+from memfs import notify, sources, staging, workers
 from memfs.config import Config, ConfigError, check_mount
 from memfs.fs import STATUS_XATTR, MemFS
 from memfs.mountpoint import fuse_connection
@@ -371,7 +371,7 @@ async def _signals(scope: trio.CancelScope) -> None:
 async def _announce_ready(ops: MemFS, mountpoint: Path) -> None:
     """READY=1 once a stat through the kernel is answered by this very loop."""
     # Abandoned if the mount stops first: the loop that would answer it is gone.
-    await trio.to_thread.run_sync(os.stat, mountpoint, abandon_on_cancel=True)
+    await workers.run(os.stat, mountpoint, abandon_on_cancel=True)
     config = ops.config
     own = config.own.name if config.own else "none (read-only)"
     status = f"STATUS=serving {len(config.sources)} sources (own: {own}) at {mountpoint}"
@@ -382,9 +382,7 @@ async def _announce_ready(ops: MemFS, mountpoint: Path) -> None:
     log.info("memfs ready at %s", mountpoint)
     # After READY, so a large own source does not delay the mount; `memfs status` says
     # when it is done (stale_swept).
-    ops.stats.stale_removed = await trio.to_thread.run_sync(
-        _sweep_stale_stages, config, ops.started_ns
-    )
+    ops.stats.stale_removed = await workers.run(_sweep_stale_stages, config, ops.started_ns)
     ops.stats.stale_swept = True
 
 

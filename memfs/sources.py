@@ -32,6 +32,8 @@ STAGE_PREFIX = names.STAGE_PREFIX
 # its plan reads back itself (the watcher skips it). Another memfs on the same source has
 # another prefix, so its commits are read as anyone's.
 OWN_STAGE_PREFIX = STAGE_PREFIX + secrets.token_hex(4)
+# The name a commit creates and removes right after its rename (staging.mark_commit).
+OWN_MARK_PREFIX = OWN_STAGE_PREFIX + "mark."
 NAME_MAX = 255
 # Deeper folders are left out: a scan must never exhaust the stack on a hostile tree.
 MAX_DEPTH = 64

@@ -242,6 +242,7 @@ class Stage:
         if keep is not None:
             self.kept = keep_version(self._dir_fd, self.name, keep)
         os.rename(self.temp, self.name, src_dir_fd=self._dir_fd, dst_dir_fd=self._dir_fd)
+        mark_commit(self._dir_fd)
         if sync_folder:
             os.fsync(self._dir_fd)
         self.temp = ""
@@ -275,6 +276,27 @@ class Stage:
             if fd >= 0:
                 os.close(fd)
         self.fd = self._dir_fd = -1
+
+
+def mark_commit(dir_fd: int) -> None:
+    """Right after a commit's rename, and before its plan reads the target back: an event
+    under a name no one else uses (create and remove ``OWN_MARK_PREFIX...``).
+
+    The watcher skips a commit's IN_MOVED_TO when this mark comes next in its queue
+    (`watch.Inotify.read`). inotify merges an event into the one before it when the two
+    are alike but for the cookie, so another writer's rename onto the same target could
+    vanish into the commit's; one that comes before the mark also comes before the plan
+    reads the target back, and one after it has its own event. Without the mark (it
+    could not be made), the arrival is read like any other.
+    """
+    name = sources.OWN_MARK_PREFIX + secrets.token_hex(4)
+    flags = os.O_RDONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        os.close(os.open(name, flags, 0o600, dir_fd=dir_fd))
+    except OSError:
+        return
+    with contextlib.suppress(OSError):
+        os.unlink(name, dir_fd=dir_fd)  # else swept at the next mount, as any stage name
 
 
 def copy_fd(src: int, dst: int) -> None:

@@ -43,7 +43,7 @@ from typing import Protocol
 
 import trio
 
-from memfs import sources, state
+from memfs import sources, state, workers
 from memfs.catalog import Catalog
 from memfs.project import Origin, Project, read_bodies
 
@@ -96,7 +96,7 @@ class Inotify:
             raise OSError(err, f"inotify_init1: {os.strerror(err)}")
         self.fd: int = fd
         self._own_moves: set[int] = set()  # cookies of renames from this process's stages
-        self.own_commits = 0  # their arrivals, skipped (`own_commit`)
+        self.own_commits = 0  # their arrivals, skipped (`read`)
 
     def add(self, path: Path, mask: int) -> int:
         wd: int = self._libc.inotify_add_watch(self.fd, os.fsencode(path), mask)
@@ -109,37 +109,45 @@ class Inotify:
         self._libc.inotify_rm_watch(self.fd, wd)
 
     async def read(self) -> list[tuple[int, int, str]]:
-        """The next batch of events as (wd, mask, name), without the arrival half of this
-        process's own commits (`own_commit`)."""
+        """The next batch of events as (wd, mask, name), without the arrivals of this
+        process's own commits that their mark follows (`staging.mark_commit`)."""
         while True:
             try:
                 data = os.read(self.fd, 1 << 16)
                 break
             except BlockingIOError:
                 await trio.lowlevel.wait_readable(self.fd)
-        events = []
+        events: list[tuple[int, int, str]] = []
+        held: tuple[int, int, str] | None = None  # an own arrival, until the next event
         pos = 0
         while pos + _EVENT.size <= len(data):
             wd, mask, cookie, length = _EVENT.unpack_from(data, pos)
             pos += _EVENT.size
             name = os.fsdecode(data[pos : pos + length].rstrip(b"\0"))
             pos += length
-            if not self.own_commit(mask, cookie, name):
+            if held is not None:
+                if mask & IN_CREATE and wd == held[0] and name.startswith(sources.OWN_MARK_PREFIX):
+                    self.own_commits += 1  # its plan reads the target back
+                else:
+                    events.append(held)
+                held = None
+            if self.own_arrival(mask, cookie, name):
+                held = (wd, mask, name)
+            else:
                 events.append((wd, mask, name))
+        if held is not None:
+            events.append(held)  # its mark is not in this read: read like any other
         return events
 
-    def own_commit(self, mask: int, cookie: int, name: str) -> bool:
+    def own_arrival(self, mask: int, cookie: int, name: str) -> bool:
         """Whether the event is the IN_MOVED_TO of a rename from one of this process's
-        stage names: its commit, whose plan stats the target after the rename and takes
-        that in (a change after it comes with its own event). The IN_MOVED_FROM half is
-        a stage name, skipped like every one."""
+        stage names (its IN_MOVED_FROM, a stage name, is skipped like every one)."""
         if mask & IN_MOVED_FROM and name.startswith(sources.OWN_STAGE_PREFIX):
             if len(self._own_moves) >= OWN_MOVES_MAX:  # halves whose other never came
                 self._own_moves.clear()
             self._own_moves.add(cookie)
         elif mask & IN_MOVED_TO and cookie in self._own_moves:
             self._own_moves.discard(cookie)
-            self.own_commits += 1
             return True
         return False
 
@@ -293,7 +301,7 @@ class Watcher:
             await self._once("", self._list)
 
     async def _list(self) -> None:
-        self.catalog.set_listing(await trio.to_thread.run_sync(self.catalog.read_listing))
+        self.catalog.set_listing(await workers.run(self.catalog.read_listing))
 
     async def load(self, slug: str) -> Project | None:
         """The loaded project of ``slug``, built off the trio thread on first use; None
@@ -323,7 +331,7 @@ class Watcher:
         self._busy += 1
         try:
             with self.turns.heavy():
-                project, pairs = await trio.to_thread.run_sync(self._build, slug, origins)
+                project, pairs = await workers.run(self._build, slug, origins)
         finally:
             self._busy -= 1
         if self.catalog.loaded().get(slug) is not None or not self.catalog.has(slug):
@@ -509,7 +517,7 @@ class Watcher:
             self._busy += 1
             try:
                 with self._turn(jobs):
-                    results = await trio.to_thread.run_sync(self._read_jobs, jobs)
+                    results = await workers.run(self._read_jobs, jobs)
             finally:
                 self._busy -= 1
             work = _Work()
@@ -561,7 +569,7 @@ class Watcher:
         wanted = [(project, reads) for project, reads in wanted if reads]
         if not wanted:
             return
-        found = await trio.to_thread.run_sync(lambda: [read_bodies(reads) for _, reads in wanted])
+        found = await workers.run(lambda: [read_bodies(reads) for _, reads in wanted])
         for (project, _), bodies in zip(wanted, found, strict=True):
             project.keep_bodies(bodies)
 

@@ -170,6 +170,7 @@ async def test_a_load_shares_the_gil_finely_and_restores_the_interpreter_after(
     # Called in the worker, in the middle of the build.
     watcher.warm = lambda project: seen.append((sys.getswitchinterval(), gc.get_threshold()))
     before = (sys.getswitchinterval(), gc.get_threshold())
+    gc.unfreeze()  # what earlier loads froze, and may free meanwhile, is out of the count
     frozen = gc.get_freeze_count()
     try:
         project = await watcher.load(SLUG)
@@ -269,25 +270,24 @@ async def test_a_change_through_the_mount_is_read_ahead_when_the_adapter_asks(
     assert recorder.projects == []  # the adapter publishes its own changes
 
 
-def test_only_the_arrival_of_this_process_s_own_stage_rename_is_skipped() -> None:
+def test_an_own_arrival_is_the_rename_from_this_process_s_stage_name() -> None:
     inotify = Inotify()
     try:
         own = f"{sources.OWN_STAGE_PREFIX}0123abcd"
         other = f"{sources.STAGE_PREFIX}ffffffff0123abcd"  # another memfs on the source
-        assert not inotify.own_commit(IN_MOVED_FROM, 7, own)  # skipped by name later
-        assert not inotify.own_commit(IN_MOVED_TO, 8, "a.md")  # another rename's arrival
-        assert inotify.own_commit(IN_MOVED_TO, 7, "a.md")
-        assert not inotify.own_commit(IN_MOVED_TO, 7, "a.md")  # one arrival per departure
-        assert not inotify.own_commit(IN_MOVED_FROM, 9, other)
-        assert not inotify.own_commit(IN_MOVED_TO, 9, "b.md")
-        assert inotify.own_commits == 1
+        assert not inotify.own_arrival(IN_MOVED_FROM, 7, own)  # skipped by name later
+        assert not inotify.own_arrival(IN_MOVED_TO, 8, "a.md")  # another rename's arrival
+        assert inotify.own_arrival(IN_MOVED_TO, 7, "a.md")
+        assert not inotify.own_arrival(IN_MOVED_TO, 7, "a.md")  # one arrival per departure
+        assert not inotify.own_arrival(IN_MOVED_FROM, 9, other)
+        assert not inotify.own_arrival(IN_MOVED_TO, 9, "b.md")
     finally:
         inotify.close()
 
 
-async def test_a_change_right_after_an_own_commit_is_still_seen(tmp_path: Path) -> None:
-    """The watcher skips the arrival of memfs's own commit (its plan reads the file back),
-    and nothing after it: a writer appending to the committed file right away shows."""
+async def own_commit_then(tmp_path: Path, change: Callable[[Path], object]) -> None:
+    """memfs commits a.md (as a plan does, which would read it back itself), then
+    ``change(folder)`` changes it on disk at once: the change shows."""
     own = tmp_path / "own" / "projects"
     folder = own / SLUG / "memory"
     folder.mkdir(parents=True)
@@ -298,18 +298,38 @@ async def test_a_change_right_after_an_own_commit_is_still_seen(tmp_path: Path) 
     assert project is not None
     place = staging.Place(own, (SLUG, "memory"))
     try:
+        stage = staging.Stage(place, "a.md", initial_fd=None, mode=0o644)
+        stage.write(0, b"committed\n")
+        stage.commit()
+        stage.abort()
+        size = change(folder)
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(watcher.run)
-            stage = staging.Stage(place, "a.md", initial_fd=None, mode=0o644)
-            stage.write(0, b"committed\n")
-            stage.commit()
-            stage.abort()
-            fd = os.open(folder / "a.md", os.O_WRONLY | os.O_APPEND)
-            os.write(fd, b"appended\n")
-            os.close(fd)
-            size = len(b"committed\nappended\n")
-            await eventually(lambda: project.head("a.md").size == size, "the append")
-            assert watcher.inotify.own_commits == 1
+            nursery.start_soon(watcher.run)  # reads both only now, queued one after the other
+            await eventually(lambda: project.head("a.md").size == size, "the change")
+            assert watcher.inotify.own_commits == 1  # the commit's arrival was skipped
             nursery.cancel_scope.cancel()
     finally:
         watcher.close()
+
+
+async def test_an_append_right_after_an_own_commit_shows(tmp_path: Path) -> None:
+    def append(folder: Path) -> int:
+        fd = os.open(folder / "a.md", os.O_WRONLY | os.O_APPEND)
+        os.write(fd, b"appended\n")
+        os.close(fd)
+        return len(b"committed\nappended\n")
+
+    await own_commit_then(tmp_path, append)
+
+
+async def test_a_rename_onto_the_target_right_after_an_own_commit_shows(tmp_path: Path) -> None:
+    """inotify merges the second of two alike IN_MOVED_TO events (cookies aside): without
+    the commit's mark between them, this agent's replace would vanish into memfs's."""
+
+    def replace(folder: Path) -> int:
+        elsewhere = tmp_path / "agent.tmp"  # not in any watched folder: no IN_MOVED_FROM
+        elsewhere.write_bytes(b"the agent's version\n")
+        os.replace(elsewhere, folder / "a.md")
+        return len(b"the agent's version\n")
+
+    await own_commit_then(tmp_path, replace)

@@ -1,0 +1,76 @@
+"""Tier 1: the worker threads that take the request thread's blocking calls (workers.py)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import trio
+
+from memfs.workers import Workers
+
+
+async def test_a_call_runs_in_another_thread_and_returns_its_result() -> None:
+    pool = Workers()
+    here = threading.get_ident()
+    assert await pool.run(threading.get_ident) != here
+    assert await pool.run(divmod, 7, 2) == (3, 1)
+
+
+async def test_a_call_s_exception_is_raised_to_its_caller() -> None:
+    with pytest.raises(ZeroDivisionError):
+        await Workers().run(divmod, 1, 0)
+
+
+async def test_calls_at_once_run_at_once_and_idle_threads_are_reused() -> None:
+    pool = Workers()
+    met = threading.Barrier(3, timeout=5)  # each call returns only once all three run
+    async with trio.open_nursery() as nursery:
+        for _ in range(3):
+            nursery.start_soon(pool.run, met.wait)
+    assert pool.threads == 3
+    for _ in range(5):
+        await pool.run(int)  # one after another: one idle thread takes each
+    assert pool.threads == 3
+
+
+async def test_past_the_limit_calls_wait_for_a_thread() -> None:
+    pool = Workers(max_threads=1)
+    release = threading.Event()
+    order: list[str] = []
+
+    def first() -> None:
+        release.wait(5)
+        order.append("first")
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(pool.run, first)
+        await trio.sleep(0.05)
+        nursery.start_soon(pool.run, order.append, "second")
+        await trio.sleep(0.05)
+        assert order == []  # the one thread is busy: the second call waits
+        release.set()
+    assert order == ["first", "second"]
+    assert pool.threads == 1
+
+
+async def test_cancelled_a_caller_waits_for_its_call_unless_it_abandons_it() -> None:
+    pool = Workers()
+    done: list[str] = []
+
+    def slow(name: str, release: threading.Event) -> None:
+        release.wait(5)
+        done.append(name)
+
+    first = threading.Event()
+    with trio.move_on_after(0.05):
+        await pool.run(slow, "abandoned", first, abandon_on_cancel=True)
+    assert done == []  # returned at once, the thread still runs it
+    first.set()
+    second = threading.Event()
+    threading.Timer(0.3, second.set).start()  # well after the cancellation
+    with trio.move_on_after(0.05) as scope:
+        await pool.run(slow, "waited", second)
+        assert "waited" in done  # waited for, past the deadline
+        await trio.lowlevel.checkpoint()  # where the cancellation comes
+    assert scope.cancelled_caught
