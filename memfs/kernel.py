@@ -100,7 +100,8 @@ class Kernel:
     def open(self, ino: int, token: Token) -> bool | None:
         """How to serve an open of ``ino`` reading version ``token``: True through the
         page cache, its pages kept; None with direct I/O. Pair True with `closed`."""
-        if self._queued[ino] or self._writers_coming[ino]:
+        # .get: a Counter's missing key costs a Python call (__missing__), per open
+        if self._queued.get(ino) or self._writers_coming.get(ino):
             return None
         cached = self._cached.get(ino)
         if cached is None:
@@ -122,7 +123,7 @@ class Kernel:
         """The descriptor kept for version ``token`` of ``ino``, or -1: the one an open
         of that version served through the page cache may read through (`open` decides)."""
         cached = self._cached.get(ino)
-        if cached is None or cached.token != token or self._queued[ino]:
+        if cached is None or cached.token != token or self._queued.get(ino):
             return -1
         return cached.fd
 
