@@ -846,9 +846,11 @@ class MemFS(pyfuse3.Operations):
 
     @_handler
     async def getxattr(self, inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> bytes:
-        # Not counted: reading the counters must not change them.
+        # Reading the counters must not change them: only the other names count (the
+        # kernel asks for security.capability before every write to a FUSE file).
         if inode == ROOT_INODE and name == STATUS_XATTR:
             return json.dumps(self.status(), sort_keys=True).encode()
+        self._count("getxattr")
         raise _err(errno.ENODATA)
 
     async def listxattr(self, inode: int, ctx: pyfuse3.RequestContext) -> list[bytes]:

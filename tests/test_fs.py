@@ -1175,6 +1175,9 @@ async def test_status_xattr_counts_requests_and_other_names_are_enodata(sample: 
         (HERE_INODE, STATUS_XATTR),
     ]:
         assert await fuse_errno(ops.getxattr(ino, name, CTX)) == errno.ENODATA, (ino, name)
+    # Those are requests the kernel makes (security.capability before every write).
+    after = json.loads(await ops.getxattr(ROOT_INODE, STATUS_XATTR, CTX))
+    assert after["requests"] == {**status["requests"], "getxattr": 4}
 
 
 async def test_statfs_names_may_be_255_bytes(sample: Sample) -> None:
