@@ -223,7 +223,8 @@ class MemFS(pyfuse3.Operations):
         return token_of(self.catalog.loaded().get(key[0]), key[1])
 
     def _count(self, op: str) -> None:
-        self.stats.requests[op] += 1
+        requests = self.stats.requests
+        requests[op] = requests.get(op, 0) + 1  # half of a Counter's += 1, every request
 
     @_handler
     async def lookup(

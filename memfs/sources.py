@@ -28,11 +28,11 @@ log = logging.getLogger(__name__)
 # Names memfs itself creates in the own source while staging a write (see staging.py). They
 # are never part of the merged view (names.RULES), and recovery removes leftovers.
 STAGE_PREFIX = names.STAGE_PREFIX
-# This process's stages: a rename from one of these names is this memfs's own commit, which
-# its plan reads back itself (the watcher skips it). Another memfs on the same source has
-# another prefix, so its commits are read as anyone's.
+# This process's stage names, and the mark it makes right after each of its renames
+# (staging.mark_commit): the watcher skips a rename the mark follows, since the plan that
+# made it reads the names back. Another memfs on the same source has another prefix, so
+# its renames are read as anyone's.
 OWN_STAGE_PREFIX = STAGE_PREFIX + secrets.token_hex(4)
-# The name a commit creates and removes right after its rename (staging.mark_commit).
 OWN_MARK_PREFIX = OWN_STAGE_PREFIX + "mark."
 NAME_MAX = 255
 # Deeper folders are left out: a scan must never exhaust the stack on a hostile tree.

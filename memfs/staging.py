@@ -279,15 +279,17 @@ class Stage:
 
 
 def mark_commit(dir_fd: int) -> None:
-    """Right after a commit's rename, and before its plan reads the target back: an event
-    under a name no one else uses (create and remove ``OWN_MARK_PREFIX...``).
+    """Right after a commit's or a rename's rename(2), in the folder it renamed into, and
+    before the plan reads the names back: an event under a name no one else uses (create
+    and remove ``OWN_MARK_PREFIX...``).
 
-    The watcher skips a commit's IN_MOVED_TO when this mark comes next in its queue
-    (`watch.Inotify.read`). inotify merges an event into the one before it when the two
-    are alike but for the cookie, so another writer's rename onto the same target could
-    vanish into the commit's; one that comes before the mark also comes before the plan
-    reads the target back, and one after it has its own event. Without the mark (it
-    could not be made), the arrival is read like any other.
+    The watcher skips a rename's two events when this mark comes right after them in its
+    queue (`watch.Inotify.read`): only this process makes it, right after its own rename,
+    so nothing else's events can come between. inotify merges an event into the one before
+    it when the two are alike but for the cookie, so another writer's rename onto the
+    same name could vanish into memfs's; one that comes before the mark also comes before
+    the plan reads the names back, and one after it has its own event. Without the mark
+    (it could not be made), the rename's events are read like any others.
     """
     name = sources.OWN_MARK_PREFIX + secrets.token_hex(4)
     flags = os.O_RDONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -444,6 +446,7 @@ def rename(
                 _rename_noreplace(sfd, src_name, dfd, dst_name)
             else:
                 os.rename(src_name, dst_name, src_dir_fd=sfd, dst_dir_fd=dfd)
+            mark_commit(dfd)
             os.fsync(dfd)
             if src != dst:  # one folder: its one fsync made the rename durable
                 os.fsync(sfd)

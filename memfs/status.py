@@ -62,8 +62,8 @@ def _report(ops: MemFS) -> dict[str, Any]:
         "commits": ops.stats.commits,
         "loads": watcher.loads if watcher is not None else 0,
         "watch_events": watcher.events if watcher is not None else 0,
-        # Arrivals of memfs's own commits, skipped: their plans read the names back.
-        "own_commits_skipped": watcher.inotify.own_commits if watcher is not None else 0,
+        # memfs's own renames (commits included), skipped: their plans read the names back.
+        "own_renames_skipped": watcher.inotify.own_renames if watcher is not None else 0,
         "stale_swept": ops.stats.stale_swept,
         "stale_removed": ops.stats.stale_removed,
         "inodes": len(ops.inodes),

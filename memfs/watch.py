@@ -82,7 +82,13 @@ _FOLDER_MASK = (
 )
 _ROOT_MASK = _ENTRY_EVENTS | IN_ONLYDIR | IN_DONT_FOLLOW
 _EVENT = struct.Struct("iIII")
-OWN_MOVES_MAX = 4096  # renames from own stages awaiting their IN_MOVED_TO
+
+
+def _marks(event: tuple[int, int, int, str], arrival: tuple[int, int, int, str]) -> bool:
+    """Whether ``event`` is this process's mark (`staging.mark_commit`) in the folder of
+    the rename ``arrival`` (an IN_MOVED_TO) that came right before it."""
+    wd, mask, _, name = event
+    return bool(mask & IN_CREATE) and wd == arrival[0] and name.startswith(sources.OWN_MARK_PREFIX)
 
 
 class Inotify:
@@ -95,8 +101,7 @@ class Inotify:
             err = ctypes.get_errno()
             raise OSError(err, f"inotify_init1: {os.strerror(err)}")
         self.fd: int = fd
-        self._own_moves: set[int] = set()  # cookies of renames from this process's stages
-        self.own_commits = 0  # their arrivals, skipped (`read`)
+        self.own_renames = 0  # renames of this process's, skipped (`read`)
 
     def add(self, path: Path, mask: int) -> int:
         wd: int = self._libc.inotify_add_watch(self.fd, os.fsencode(path), mask)
@@ -109,8 +114,9 @@ class Inotify:
         self._libc.inotify_rm_watch(self.fd, wd)
 
     async def read(self) -> list[tuple[int, int, str]]:
-        """The next batch of events as (wd, mask, name), without the arrivals of this
-        process's own commits that their mark follows (`staging.mark_commit`)."""
+        """The next batch of events as (wd, mask, name), without the two events of each
+        rename this process made itself, when its mark follows them (`staging.mark_commit`):
+        the plan that renamed reads both names back."""
         while True:
             try:
                 data = os.read(self.fd, 1 << 16)
@@ -118,38 +124,31 @@ class Inotify:
             except BlockingIOError:
                 await trio.lowlevel.wait_readable(self.fd)
         events: list[tuple[int, int, str]] = []
-        held: tuple[int, int, str] | None = None  # an own arrival, until the next event
+        # A rename's IN_MOVED_FROM, then its IN_MOVED_TO: held until the next event says
+        # whether the mark follows them.
+        held: list[tuple[int, int, int, str]] = []
         pos = 0
         while pos + _EVENT.size <= len(data):
             wd, mask, cookie, length = _EVENT.unpack_from(data, pos)
             pos += _EVENT.size
             name = os.fsdecode(data[pos : pos + length].rstrip(b"\0"))
             pos += length
-            if held is not None:
-                if mask & IN_CREATE and wd == held[0] and name.startswith(sources.OWN_MARK_PREFIX):
-                    self.own_commits += 1  # its plan reads the target back
-                else:
-                    events.append(held)
-                held = None
-            if self.own_arrival(mask, cookie, name):
-                held = (wd, mask, name)
+            event = (wd, mask, cookie, name)
+            if len(held) == 2 and _marks(event, held[1]):
+                self.own_renames += 1
+                held = []
+            elif len(held) == 1 and mask & IN_MOVED_TO and cookie == held[0][2]:
+                held.append(event)
+                continue
+            events += [(w, m, n) for w, m, _, n in held]
+            held = []
+            if mask & IN_MOVED_FROM and not mask & IN_ISDIR:  # a folder's is rescanned
+                held = [event]
             else:
                 events.append((wd, mask, name))
-        if held is not None:
-            events.append(held)  # its mark is not in this read: read like any other
+        # The mark is not in this read (or never came): read them like any others.
+        events += [(w, m, n) for w, m, _, n in held]
         return events
-
-    def own_arrival(self, mask: int, cookie: int, name: str) -> bool:
-        """Whether the event is the IN_MOVED_TO of a rename from one of this process's
-        stage names (its IN_MOVED_FROM, a stage name, is skipped like every one)."""
-        if mask & IN_MOVED_FROM and name.startswith(sources.OWN_STAGE_PREFIX):
-            if len(self._own_moves) >= OWN_MOVES_MAX:  # halves whose other never came
-                self._own_moves.clear()
-            self._own_moves.add(cookie)
-        elif mask & IN_MOVED_TO and cookie in self._own_moves:
-            self._own_moves.discard(cookie)
-            return True
-        return False
 
     def close(self) -> None:
         os.close(self.fd)

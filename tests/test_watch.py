@@ -22,10 +22,7 @@ from memfs.catalog import Catalog
 from memfs.project import MEMORY, Project
 from memfs.watch import (
     HEAVY_SWITCH_S,
-    IN_MOVED_FROM,
-    IN_MOVED_TO,
     NEVER,
-    Inotify,
     Turns,
     Watcher,
 )
@@ -270,21 +267,6 @@ async def test_a_change_through_the_mount_is_read_ahead_when_the_adapter_asks(
     assert recorder.projects == []  # the adapter publishes its own changes
 
 
-def test_an_own_arrival_is_the_rename_from_this_process_s_stage_name() -> None:
-    inotify = Inotify()
-    try:
-        own = f"{sources.OWN_STAGE_PREFIX}0123abcd"
-        other = f"{sources.STAGE_PREFIX}ffffffff0123abcd"  # another memfs on the source
-        assert not inotify.own_arrival(IN_MOVED_FROM, 7, own)  # skipped by name later
-        assert not inotify.own_arrival(IN_MOVED_TO, 8, "a.md")  # another rename's arrival
-        assert inotify.own_arrival(IN_MOVED_TO, 7, "a.md")
-        assert not inotify.own_arrival(IN_MOVED_TO, 7, "a.md")  # one arrival per departure
-        assert not inotify.own_arrival(IN_MOVED_FROM, 9, other)
-        assert not inotify.own_arrival(IN_MOVED_TO, 9, "b.md")
-    finally:
-        inotify.close()
-
-
 async def own_commit_then(tmp_path: Path, change: Callable[[Path], object]) -> None:
     """memfs commits a.md (as a plan does, which would read it back itself), then
     ``change(folder)`` changes it on disk at once: the change shows."""
@@ -306,7 +288,7 @@ async def own_commit_then(tmp_path: Path, change: Callable[[Path], object]) -> N
         async with trio.open_nursery() as nursery:
             nursery.start_soon(watcher.run)  # reads both only now, queued one after the other
             await eventually(lambda: project.head("a.md").size == size, "the change")
-            assert watcher.inotify.own_commits == 1  # the commit's arrival was skipped
+            assert watcher.inotify.own_renames == 1  # the commit's rename was skipped
             nursery.cancel_scope.cancel()
     finally:
         watcher.close()
@@ -333,3 +315,35 @@ async def test_a_rename_onto_the_target_right_after_an_own_commit_shows(tmp_path
         return len(b"the agent's version\n")
 
     await own_commit_then(tmp_path, replace)
+
+
+async def test_memfs_s_own_renames_are_skipped_but_not_what_follows_them(tmp_path: Path) -> None:
+    """A rename through the mount (staging.rename, as a plan runs it) is read back by its
+    plan: the watcher skips it. A replace of the new name right after it still shows, and a
+    folder's rename is never skipped (its files are watched anew)."""
+    own = tmp_path / "own" / "projects"
+    folder = own / SLUG / "memory"
+    (folder / "d").mkdir(parents=True)
+    (folder / "a.tmp").write_text("renamed\n")
+    catalog = Catalog(load(tmp_path, {"own": own}))
+    watcher = Watcher(catalog, Recorder())
+    project = await watcher.load(SLUG)
+    assert project is not None
+    place = staging.Place(own, (SLUG, "memory"))
+    try:
+        staging.rename(place, "a.tmp", place, "a.md")
+        elsewhere = tmp_path / "agent.tmp"
+        elsewhere.write_bytes(b"the agent's version\n")
+        os.replace(elsewhere, folder / "a.md")
+        staging.rename(place, "d", place, "e")
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(watcher.run)
+            size = len(b"the agent's version\n")
+            head = project.head
+            await eventually(lambda: (v := head("a.md")) is not None and v.size == size, "a.md")
+            assert watcher.inotify.own_renames == 1  # a.tmp -> a.md; not the folder's
+            (folder / "e" / "new.md").write_text("in the renamed folder\n")
+            await eventually(lambda: head("e/new.md") is not None, "a file in the new folder")
+            nursery.cancel_scope.cancel()
+    finally:
+        watcher.close()
