@@ -82,6 +82,17 @@ _FOLDER_MASK = (
 )
 _ROOT_MASK = _ENTRY_EVENTS | IN_ONLYDIR | IN_DONT_FOLLOW
 _EVENT = struct.Struct("iIII")
+MARK_WAIT_S = 0.002  # how long a rename's events wait for memfs's mark (`Inotify.read`)
+
+
+def _parse(data: bytes) -> Iterator[tuple[int, int, int, str]]:
+    """The events in ``data`` as (wd, mask, cookie, name)."""
+    pos = 0
+    while pos + _EVENT.size <= len(data):
+        wd, mask, cookie, length = _EVENT.unpack_from(data, pos)
+        pos += _EVENT.size
+        yield wd, mask, cookie, os.fsdecode(data[pos : pos + length].rstrip(b"\0"))
+        pos += length
 
 
 def _marks(event: tuple[int, int, int, str], arrival: tuple[int, int, int, str]) -> bool:
@@ -117,38 +128,50 @@ class Inotify:
         """The next batch of events as (wd, mask, name), without the two events of each
         rename this process made itself, when its mark follows them (`staging.mark_commit`):
         the plan that renamed reads both names back."""
-        while True:
-            try:
-                data = os.read(self.fd, 1 << 16)
-                break
-            except BlockingIOError:
-                await trio.lowlevel.wait_readable(self.fd)
+        data = await self._read_some()
         events: list[tuple[int, int, str]] = []
         # A rename's IN_MOVED_FROM, then its IN_MOVED_TO: held until the next event says
         # whether the mark follows them.
         held: list[tuple[int, int, int, str]] = []
-        pos = 0
-        while pos + _EVENT.size <= len(data):
-            wd, mask, cookie, length = _EVENT.unpack_from(data, pos)
-            pos += _EVENT.size
-            name = os.fsdecode(data[pos : pos + length].rstrip(b"\0"))
-            pos += length
-            event = (wd, mask, cookie, name)
-            if len(held) == 2 and _marks(event, held[1]):
-                self.own_renames += 1
-                held = []
-            elif len(held) == 1 and mask & IN_MOVED_TO and cookie == held[0][2]:
-                held.append(event)
-                continue
-            events += [(w, m, n) for w, m, _, n in held]
+        while True:
+            for event in _parse(data):
+                held = self._take(event, held, events)
+            if not held:
+                return events
+            # The worker makes the mark a moment after its rename: wait that moment for it
+            # (a rename of anyone else's waits as long, then is read as usual).
+            data = b""
+            with trio.move_on_after(MARK_WAIT_S):
+                data = await self._read_some()
+            if not data:
+                events += [(w, m, n) for w, m, _, n in held]
+                return events
+
+    async def _read_some(self) -> bytes:
+        while True:
+            try:
+                return os.read(self.fd, 1 << 16)
+            except BlockingIOError:
+                await trio.lowlevel.wait_readable(self.fd)
+
+    def _take(
+        self,
+        event: tuple[int, int, int, str],
+        held: list[tuple[int, int, int, str]],
+        events: list[tuple[int, int, str]],
+    ) -> list[tuple[int, int, int, str]]:
+        """One event into ``events``, or held; returns what is held now."""
+        wd, mask, cookie, name = event
+        if len(held) == 2 and _marks(event, held[1]):
+            self.own_renames += 1
             held = []
-            if mask & IN_MOVED_FROM and not mask & IN_ISDIR:  # a folder's is rescanned
-                held = [event]
-            else:
-                events.append((wd, mask, name))
-        # The mark is not in this read (or never came): read them like any others.
+        elif len(held) == 1 and mask & IN_MOVED_TO and cookie == held[0][2]:
+            return [*held, event]
         events += [(w, m, n) for w, m, _, n in held]
-        return events
+        if mask & IN_MOVED_FROM and not mask & IN_ISDIR:  # a folder's is rescanned
+            return [event]
+        events.append((wd, mask, name))
+        return []
 
     def close(self) -> None:
         os.close(self.fd)
