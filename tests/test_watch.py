@@ -267,18 +267,29 @@ async def test_a_change_through_the_mount_is_read_ahead_when_the_adapter_asks(
     assert recorder.projects == []  # the adapter publishes its own changes
 
 
+async def loaded_own(tmp_path: Path, files: dict[str, str]) -> tuple[Watcher, Project]:
+    """A watcher over one own source holding ``files`` (path -> text), the project loaded."""
+    own = tmp_path / "own" / "projects"
+    for path, text in files.items():
+        (own / SLUG / "memory" / path).parent.mkdir(parents=True, exist_ok=True)
+        (own / SLUG / "memory" / path).write_text(text)
+    watcher = Watcher(Catalog(load(tmp_path, {"own": own})), Recorder())
+    project = await watcher.load(SLUG)
+    assert project is not None
+    return watcher, project
+
+
+def own_place(tmp_path: Path) -> tuple[Path, staging.Place]:
+    """The folder `loaded_own` fills, and its place for staging."""
+    own = tmp_path / "own" / "projects"
+    return own / SLUG / "memory", staging.Place(own, (SLUG, "memory"))
+
+
 async def own_commit_then(tmp_path: Path, change: Callable[[Path], object]) -> None:
     """memfs commits a.md (as a plan does, which would read it back itself), then
     ``change(folder)`` changes it on disk at once: the change shows."""
-    own = tmp_path / "own" / "projects"
-    folder = own / SLUG / "memory"
-    folder.mkdir(parents=True)
-    (folder / "a.md").write_text("old\n")
-    catalog = Catalog(load(tmp_path, {"own": own}))
-    watcher = Watcher(catalog, Recorder())
-    project = await watcher.load(SLUG)
-    assert project is not None
-    place = staging.Place(own, (SLUG, "memory"))
+    watcher, project = await loaded_own(tmp_path, {"a.md": "old\n"})
+    folder, place = own_place(tmp_path)
     try:
         stage = staging.Stage(place, "a.md", initial_fd=None, mode=0o644)
         stage.write(0, b"committed\n")
@@ -321,15 +332,8 @@ async def test_memfs_s_own_renames_are_skipped_but_not_what_follows_them(tmp_pat
     """A rename through the mount (staging.rename, as a plan runs it) is read back by its
     plan: the watcher skips it. A replace of the new name right after it still shows, and a
     folder's rename is never skipped (its files are watched anew)."""
-    own = tmp_path / "own" / "projects"
-    folder = own / SLUG / "memory"
-    (folder / "d").mkdir(parents=True)
-    (folder / "a.tmp").write_text("renamed\n")
-    catalog = Catalog(load(tmp_path, {"own": own}))
-    watcher = Watcher(catalog, Recorder())
-    project = await watcher.load(SLUG)
-    assert project is not None
-    place = staging.Place(own, (SLUG, "memory"))
+    watcher, project = await loaded_own(tmp_path, {"a.tmp": "renamed\n", "d/x.md": "x\n"})
+    folder, place = own_place(tmp_path)
     try:
         staging.rename(place, "a.tmp", place, "a.md")
         elsewhere = tmp_path / "agent.tmp"
