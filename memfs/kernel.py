@@ -54,8 +54,10 @@ Token = Hashable  # names one version of a file's bytes
 
 def token_of(project: Project | None, path: str) -> Token:
     """What names the version ``path`` of ``project`` shows now; None for no file."""
-    leaf = project.tree.leaf(path) if project is not None and path else None
-    return None if leaf is None else token_of_leaf(project, leaf)  # type: ignore[arg-type]
+    if project is None or not path:
+        return None
+    leaf = project.tree.leaf(path)
+    return None if leaf is None else token_of_leaf(project, leaf)
 
 
 def token_of_leaf(project: Project, leaf: Leaf) -> Token:

@@ -286,11 +286,11 @@ def mark_commit(dir_fd: int) -> None:
     The watcher skips a rename's two events when this mark comes right after them in its
     queue (`watch.Inotify.read`): only this process makes it, right after its own rename,
     so a rename it directly follows is that one (with another event between, the rename
-    is read as usual). inotify merges an event into the one before
-    it when the two are alike but for the cookie, so another writer's rename onto the
-    same name could vanish into memfs's; one that comes before the mark also comes before
-    the plan reads the names back, and one after it has its own event. Without the mark
-    (it could not be made), the rename's events are read like any others.
+    is read as usual). inotify merges an event into the one before it when the two are
+    alike but for the cookie, so another writer's rename onto the same name could vanish
+    into memfs's; one that comes before the mark also comes before the plan reads the
+    names back, and one after it has its own event. Without the mark (it could not be
+    made), the rename's events are read like any others.
     """
     name = sources.OWN_MARK_PREFIX + secrets.token_hex(4)
     flags = os.O_RDONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
