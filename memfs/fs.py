@@ -23,9 +23,9 @@ import logging
 import os
 import stat
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from pathlib import Path
-from typing import Any, ParamSpec
+from typing import Any, ParamSpec, TypeVar
 
 import pyfuse3
 import trio
@@ -48,17 +48,20 @@ log = logging.getLogger(__name__)
 
 STATUS_XATTR = os.fsencode(status.STATUS_XATTR)
 TRUNCATE_PATIENCE = 0.5  # seconds an O_TRUNC open waits for cached reads to finish
+# Open flags a shared read open never has (kernel.Share): those take the long way.
+_NOT_A_PLAIN_READ = os.O_WRONLY | os.O_RDWR | os.O_TRUNC
 
 MakeStage = Callable[[staging.Place, str], staging.Stage]  # (own folder, file name) -> stage
 P = ParamSpec("P")
+R = TypeVar("R")
 
 
-def _handler(fn: Callable[P, Any]) -> Callable[P, Any]:
+def _handler(fn: Callable[P, Awaitable[R]]) -> Callable[P, Coroutine[Any, Any, R]]:
     """Every handler lets out only FUSEError: a refusal or OSError becomes its errno,
     anything else is logged and becomes EIO."""
 
     @functools.wraps(fn)
-    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> Any:
+    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return await fn(*args, **kwargs)
         except pyfuse3.FUSEError:
@@ -134,6 +137,10 @@ class MemFS(pyfuse3.Operations):
         self.catalog._check()
         for f in self.files:
             assert self.inodes.key(f.ino) is not None, ("an open file with no inode", f.key)
+        self.kernel._check()
+        for share in self.kernel.shares.values():
+            registered = self.files.get(share.fh) is share.f
+            assert registered == (share.f.opens > 0), (share.f.key, share.f.opens)
         self.renderings._check()
 
     # --- loading (off this thread) ----------------------------------------------------
@@ -337,9 +344,18 @@ class MemFS(pyfuse3.Operations):
 
     # --- reading ---------------------------------------------------------------------
 
-    @_handler
     async def open(self, inode: int, flags: int, ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
+        # Not wrapped in _handler: everything on the warm path below raises nothing.
         self._count("open")
+        if not flags & _NOT_A_PLAIN_READ:
+            share = self.kernel.shared(inode, self.inodes.epoch, self.catalog.loaded())
+            if share is not None:
+                self.files.join(share.fh, share.f)
+                return share.info
+        return await self._open(inode, flags, ctx)
+
+    @_handler
+    async def _open(self, inode: int, flags: int, ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
         key = self._key(inode)
         slug, path = key
         if not path or key == HERE_KEY:
@@ -393,7 +409,10 @@ class MemFS(pyfuse3.Operations):
         fh = self.files.add(f)
         # Direct I/O: every read comes from this open's version, and is not capped by a
         # size the kernel may hold from another.
-        return pyfuse3.FileInfo(fh=fh, direct_io=served is None, keep_cache=served is True)
+        info = pyfuse3.FileInfo(fh=fh, direct_io=served is None, keep_cache=served is True)
+        if served:
+            self.kernel.share(fh, f, info, project, self.inodes.epoch)  # the next opens' way
+        return info
 
     def _pin(self, f: OpenFile, project: Project) -> bool:
         """Open the version ``f`` reads; False when the disk holds another one by now (it is
@@ -467,6 +486,7 @@ class MemFS(pyfuse3.Operations):
         place, name = self._writable(f.key), parent_of(f.key[1])[1]
         f.stage = await workers.run(make, place, name)
         f.data = None  # reads now see the writer's own bytes
+        self.kernel.changed()  # readers of its inode now read past the page cache
         await self._folders_made(f.key)
 
     async def _folders_made(self, key: Key) -> None:
@@ -531,11 +551,16 @@ class MemFS(pyfuse3.Operations):
             off = f.stage.size()
         return f.change(lambda s: s.write(off, buf), off + len(buf), self.config)
 
-    @_handler
     async def flush(self, fh: int) -> None:
+        # Not wrapped in _handler: a reader's flush (most of them) does nothing.
         self._count("flush")
         f = self.files.get(fh)
-        if f is None or not f.writer or self._writer_killed(f):
+        if f is not None and f.writer:
+            await self._flush(f)
+
+    @_handler
+    async def _flush(self, f: OpenFile) -> None:
+        if self._writer_killed(f):
             return
         if f.failed:
             raise _err(f.failed)  # close() returns it; the file stays as it was
@@ -583,9 +608,18 @@ class MemFS(pyfuse3.Operations):
         self.files.settled(f)
         self.stats.commits += 1
 
-    @_handler
     async def release(self, fh: int) -> None:
+        # Not wrapped in _handler: leaving a share raises nothing.
         self._count("release")
+        f = self.files.get(fh)
+        if f is not None and f.shared:
+            self.files.leave(fh, f)
+            self.kernel.closed(f.ino)
+            return
+        await self._release(fh)
+
+    @_handler
+    async def _release(self, fh: int) -> None:
         f = self.files.pop(fh)
         if f is None:
             return

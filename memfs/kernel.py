@@ -22,6 +22,13 @@ that no read ever combines two versions:
 * A change queues its invalidations at once (the view first, then the queue), so an open
   after a commit returns or after memfs saw a change on disk already takes the direct path
   until the kernel has forgotten the old version.
+* A warm read open repeats the last one (issue 14): once an open of a version was served
+  through the page cache with the kept descriptor, a `Share` remembers it, and the next
+  read opens of that inode join its handle: one lookup, one comparison of what it
+  depended on, and the fstat that checks the file was not rewritten in place. What it
+  depended on is stamped: this module's `Kernel.epoch` (bumped by every invalidation
+  queued, every record dropped, every writer coming), the inode numbers' epoch and the
+  project's generation. Whatever changes any of them sends the next open the long way.
 
 Invalidations are sent by `Kernel.run`, a task of its own, from a worker thread: a notify
 sent inside a handler can deadlock the mount (FUSE-NOTES).
@@ -71,7 +78,20 @@ def token_of_leaf(project: Project, leaf: Leaf) -> Token:
     return (v.origin, v.path, v.size, v.mtime_ns)
 
 
-@dataclass
+@dataclass(eq=False, slots=True)
+class Share:
+    """The handle every read open of one version of ``ino`` joins while nothing it was
+    decided on changed (see the module's text): the page cache, the kept descriptor."""
+
+    fh: int
+    f: OpenFile
+    info: pyfuse3.FileInfo  # what `open` answers (pyfuse3 copies it into each reply)
+    cached: _Cached
+    project: Project
+    stamp: tuple[int, int, int]  # (Kernel.epoch, inode epoch, project generation)
+
+
+@dataclass(eq=False, slots=True)
 class _Cached:
     token: Token
     readers: int = 0  # opens served through the page cache that are still open
@@ -96,6 +116,10 @@ class Kernel:
         self.fds_kept = 0
         self.sent = 0
         self.errors = 0
+        # Bumped by whatever may change how an open is served: see the module's text.
+        self.epoch = 0
+        self.shares: dict[int, Share] = {}  # inode -> the share its read opens join
+        self.shared_opens = 0
 
     # --- serving an open ------------------------------------------------------------
 
@@ -151,6 +175,48 @@ class Kernel:
         elif not served and f.borrowed:
             f.fd, f.borrowed = os.dup(f.fd), False
 
+    def share(
+        self, fh: int, f: OpenFile, info: pyfuse3.FileInfo, project: Project, inode_epoch: int
+    ) -> None:
+        """``f`` (handle ``fh``, answered with ``info``) was served through the page cache
+        reading the kept descriptor: the next read opens of its inode may join it."""
+        cached = self._cached.get(f.ino)
+        if cached is None or not f.borrowed or cached.fd != f.fd or f.version is None:
+            return
+        f.shared = True
+        stamp = (self.epoch, inode_epoch, project.generation)
+        self.shares[f.ino] = Share(fh, f, info, cached, project, stamp)
+
+    def shared(self, ino: int, inode_epoch: int, loaded: dict[str, Project]) -> Share | None:
+        """The share a read open of ``ino`` joins now, or None: then it takes the long way
+        (and a share that no longer holds is forgotten). Raises nothing: it runs outside
+        the handlers' error translation."""
+        share = self.shares.get(ino)
+        if share is None:
+            return None
+        project, v = share.project, share.f.version
+        if (
+            v is not None  # always (`share`): no assert, this must not raise
+            and share.stamp == (self.epoch, inode_epoch, project.generation)
+            and loaded.get(project.slug) is project
+        ):
+            try:
+                st = os.fstat(share.f.fd)
+            except OSError:
+                st = None
+            # Rewritten in place, before inotify said so: its pages are another version's.
+            if st is not None and st.st_size == v.size and st.st_mtime_ns == v.mtime_ns:
+                share.cached.readers += 1
+                self.shared_opens += 1
+                return share
+        del self.shares[ino]
+        return None
+
+    def changed(self) -> None:
+        """Something an open's service depends on changed (a writer's stage came): every
+        share takes the long way at its next open."""
+        self.epoch += 1
+
     def keep_fd(self, ino: int, fd: int) -> bool:
         """An open that `open` let use the page cache hands its descriptor over, to be kept
         while the pages may stay; False when one is kept already or too many are."""
@@ -162,6 +228,8 @@ class Kernel:
         return True
 
     def _drop(self, ino: int) -> None:
+        self.epoch += 1
+        self.shares.pop(ino, None)
         cached = self._cached.pop(ino, None)
         if cached is not None and cached.fd >= 0:
             os.close(cached.fd)
@@ -186,6 +254,7 @@ class Kernel:
         first (at most ``patience`` seconds), and send every new one past it meanwhile,
         so that no reader's read is cut at 0. Pair with `truncated`."""
         self._writers_coming[ino] += 1
+        self.epoch += 1
         cached = self._cached.get(ino)
         if cached is None or not cached.readers:
             return
@@ -204,15 +273,28 @@ class Kernel:
         """The kernel dropped the inode: nothing of it is cached any more."""
         self._drop(ino)
 
+    def _check(self) -> None:
+        """Assert every invariant; the tests call this after each step."""
+        for ino, share in self.shares.items():
+            f = share.f
+            assert f.ino == ino, (ino, f.ino)
+            assert f.shared, ino
+            assert f.borrowed, ino
+            assert share.cached is self._cached.get(ino), ino  # a dropped record drops it
+            assert f.fd == share.cached.fd >= 0, (ino, f.fd, share.cached.fd)
+            assert share.cached.readers >= f.opens >= 0, (ino, share.cached.readers, f.opens)
+
     # --- invalidations --------------------------------------------------------------
 
     def entry(self, parent: int, name: str) -> None:
         """The kernel must look ``name`` up again in folder ``parent``."""
+        self.epoch += 1  # what a share was decided on may be gone
         if self.enabled:
             self._send.send_nowait(("entry", parent, os.fsencode(name)))
 
     def inode(self, ino: int) -> None:
         """The kernel must forget ``ino``'s attributes and pages."""
+        self.epoch += 1
         if self.enabled:
             self._queued[ino] += 1
             self._send.send_nowait(("inode", ino, b""))

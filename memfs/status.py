@@ -57,6 +57,8 @@ def _report(ops: MemFS) -> dict[str, Any]:
         ],
         "requests": dict(ops.stats.requests),
         "requests_total": sum(ops.stats.requests.values()),
+        # Read opens that joined the handle of the open before them (kernel.Share).
+        "shared_opens": ops.kernel.shared_opens,
         "invalidations": ops.kernel.sent,
         "invalidation_errors": ops.kernel.errors,
         "commits": ops.stats.commits,

@@ -39,6 +39,10 @@ class OpenFile:
     borrowed: bool = False  # ``fd`` is the kernel record's (kernel.py), not closed by it
     data: bytes | None = None  # PREAMBLE.md or the MEMORY.md union, fixed at open
     token: object = None  # what the kernel's pages hold for it (kernel.py); None: direct I/O
+    # A handle shared by the opens of one version through the page cache (kernel.Share):
+    # ``opens`` of them read through it now, and it is registered only while one does.
+    shared: bool = False
+    opens: int = 1
     # Writing
     writer: bool = False
     pid: int = 0  # the thread that opened it (FUSE names the calling thread)
@@ -132,6 +136,19 @@ class OpenFiles:
         if f is not None and self._pending.get(f.key) is f:
             del self._pending[f.key]
         return f
+
+    def join(self, fh: int, f: OpenFile) -> None:
+        """One more open reads through shared handle ``f`` (number ``fh``)."""
+        f.opens += 1
+        if f.opens == 1:
+            self._by_fh[fh] = f
+
+    def leave(self, fh: int, f: OpenFile) -> None:
+        """One open of shared handle ``f`` was released; the last one unregisters it (its
+        share keeps it for the next open, kernel.py)."""
+        f.opens -= 1
+        if not f.opens:
+            self._by_fh.pop(fh, None)
 
     # --- pending creates ------------------------------------------------------------
 
@@ -230,3 +247,5 @@ class OpenFiles:
         for f in self._by_fh.values():
             assert not (f.stage is not None and not f.writer), f.key
             assert f.failed >= 0
+            assert f.opens == 1 or (f.shared and f.opens > 1), (f.key, f.opens)
+            assert not (f.shared and (f.writer or f.fd < 0 or not f.borrowed)), f.key

@@ -15,7 +15,7 @@ import os
 import stat
 import subprocess
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -620,6 +620,119 @@ async def test_a_kept_descriptor_is_not_reused_once_its_file_changed_in_place(
     assert again.direct_io
     assert await ops.read(again.fh, 0, 4096) == path.read_bytes()
     await ops.release(again.fh)
+
+
+async def test_a_warm_read_open_joins_the_handle_of_the_open_before_it(sample: Sample) -> None:
+    ops = sample.ops
+    a = await walk(ops, f"{CLAUDE_SLUG}/a.md")
+    body = OWN_A.encode()
+    first = await ops.open(a.st_ino, os.O_RDONLY, CTX)
+    await ops.release(first.fh)
+    fds = open_fds()
+    # Issue 14: the next read opens repeat what the first one decided (the page cache, the
+    # kept descriptor), and open nothing.
+    second = await ops.open(a.st_ino, os.O_RDONLY, CTX)
+    third = await ops.open(a.st_ino, os.O_RDONLY, CTX)
+    assert (second.fh, third.fh) == (first.fh, first.fh)
+    assert second.keep_cache
+    assert not second.direct_io
+    assert ops.kernel.shared_opens == 2
+    assert open_fds() == fds
+    assert ops.status()["open_handles"] == 1
+    ops._check()
+    await ops.release(second.fh)
+    # The other open still reads through the shared handle.
+    assert await read_all(ops, third.fh) == body
+    await ops.flush(third.fh)
+    await ops.release(third.fh)
+    assert ops.status()["open_handles"] == 0
+    ops._check()
+    assert await cat(ops, a.st_ino) == body
+    assert ops.kernel.shared_opens == 3
+    assert open_fds() == fds
+
+
+async def _rewritten_in_place(sample: Sample, a: pyfuse3.EntryAttributes) -> bytes:
+    """On disk, before inotify says so: the fstat of the kept descriptor sees it."""
+    with (sample.own / "a.md").open("r+b") as f:
+        f.write(b"OWN A, longer than it was\n")
+    return (sample.own / "a.md").read_bytes()
+
+
+async def _replaced_on_disk(sample: Sample, a: pyfuse3.EntryAttributes) -> bytes:
+    """A sync tool's rename onto the name, taken in by the watcher: the project's
+    generation moves."""
+    tmp = sample.own / ".a.md.sync"
+    write(tmp, "own a, as another machine wrote it\n", at(70))
+    tmp.replace(sample.own / "a.md")
+    rescan(sample.ops)  # not published yet: the view alone changed
+    return (sample.own / "a.md").read_bytes()
+
+
+async def _committed_through_the_mount(sample: Sample, a: pyfuse3.EntryAttributes) -> bytes:
+    await write_through(sample.ops, a.st_ino, b"rewritten\n", os.O_WRONLY | os.O_TRUNC)
+    return b"rewritten\n"
+
+
+async def _renamed_over_through_the_mount(sample: Sample, a: pyfuse3.EntryAttributes) -> bytes:
+    """The kernel may still open the replaced inode by its old entry: it shows the name's
+    new file (its inode numbers' epoch moved)."""
+    project = await walk(sample.ops, CLAUDE_SLUG)
+    await sample.ops.lookup(project.st_ino, b"b.md", CTX)
+    await sample.ops.rename(project.st_ino, b"b.md", project.st_ino, b"a.md", 0, CTX)
+    return B_BODY.encode()
+
+
+async def _numbers_moved_mid_rename(sample: Sample, a: pyfuse3.EntryAttributes) -> bytes:
+    """What a rename through the mount does before its worker call (the view changes
+    after it): what the open's inode number names may have moved, so it takes the long way."""
+    project = await walk(sample.ops, CLAUDE_SLUG)
+    await sample.ops.lookup(project.st_ino, b"b.md", CTX)
+    sample.ops.inodes.move((CLAUDE_SLUG, "b.md"), (CLAUDE_SLUG, "a.md"), folder=False)
+    return OWN_A.encode()  # the view still shows a.md's own version
+
+
+async def _project_loaded_again(sample: Sample, a: pyfuse3.EntryAttributes) -> bytes:
+    """Its source folders went and came back: another Project object shows the slug."""
+    catalog = sample.ops.catalog
+    del catalog._projects[CLAUDE_SLUG]
+    catalog.adopt(catalog.build(CLAUDE_SLUG))
+    return OWN_A.encode()
+
+
+async def _being_written(sample: Sample, a: pyfuse3.EntryAttributes) -> bytes:
+    """A writer's stage: readers read past the page cache, the committed bytes."""
+    writer = await sample.ops.open(a.st_ino, os.O_RDWR, CTX)
+    assert await sample.ops.write(writer.fh, 0, b"O") == 1
+    return OWN_A.encode()
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        _rewritten_in_place,
+        _replaced_on_disk,
+        _committed_through_the_mount,
+        _renamed_over_through_the_mount,
+        _numbers_moved_mid_rename,
+        _project_loaded_again,
+        _being_written,
+    ],
+)
+async def test_a_read_open_takes_the_long_way_once_its_share_may_not_hold(
+    sample: Sample, change: Callable[[Sample, pyfuse3.EntryAttributes], Awaitable[bytes]]
+) -> None:
+    ops = sample.ops
+    a = await walk(ops, f"{CLAUDE_SLUG}/a.md")
+    assert await cat(ops, a.st_ino) == OWN_A.encode()
+    assert await cat(ops, a.st_ino) == OWN_A.encode()
+    assert ops.kernel.shared_opens == 1
+    expected = await change(sample, a)
+    again = await ops.open(a.st_ino, os.O_RDONLY, CTX)
+    assert ops.kernel.shared_opens == 1, "joined a share that no longer holds"
+    assert await read_all(ops, again.fh) == expected
+    await ops.release(again.fh)
+    ops._check()
 
 
 async def test_history_files_read_the_version_they_name(sample: Sample) -> None:

@@ -460,6 +460,51 @@ def test_second_read_of_an_unchanged_file_reaches_no_read(sandbox: Sandbox, moun
     assert warm_preamble == {"open": 1, "flush": 1, "release": 1}, warm_preamble
 
 
+def test_warm_cats_join_one_handle_and_still_see_every_change(
+    sandbox: Sandbox, mounts: Mounts
+) -> None:
+    p = build_shop(sandbox)
+    mount = mounts()
+    arch = sandbox.mnt(SLUG, "architecture.md")
+
+    def warm(body: bytes) -> None:
+        """cat until one joins the handle of the cat before it (kernel.Share): once the
+        kernel forgot what a change made stale, the second cat does."""
+
+        def joined() -> bool:
+            before = mount.status()["shared_opens"]
+            assert sandbox.out("cat", arch) == body
+            return bool(mount.status()["shared_opens"] > before)
+
+        wait_until(joined, SOON, "a warm cat joining the one before")
+
+    def shows(old: bytes, new: bytes, what: str) -> None:
+        """Within SPEC 5.4's second; every read meanwhile is one version, whole."""
+
+        def seen() -> bool:
+            got = read(arch)
+            assert got in (old, new), (what, got)
+            return got == new
+
+        wait_until(seen, SOON, what)
+
+    warm(b"OWN architecture\n")
+    # Through the mount, in place (a shell's O_TRUNC): the same inode, seen at once.
+    sandbox.run("sh", "-c", 'printf "rewritten through the mount\\n" > "$0"', arch)
+    assert read(arch) == b"rewritten through the mount\n"
+    warm(b"rewritten through the mount\n")
+    # On disk, in place, the same size: the kept descriptor's file changed under the share.
+    p["own_arch"].write_bytes(b"REWRITTEN THROUGH THE MOUNT\n")
+    shows(b"rewritten through the mount\n", b"REWRITTEN THROUGH THE MOUNT\n", "in place on disk")
+    warm(b"REWRITTEN THROUGH THE MOUNT\n")
+    # On disk, a sync tool's rename onto the name: the view's version changes.
+    tmp = p["own_arch"].with_name(".architecture.md.sync")
+    tmp.write_bytes(b"as another machine wrote it\n")
+    os.replace(tmp, p["own_arch"])
+    shows(b"REWRITTEN THROUGH THE MOUNT\n", b"as another machine wrote it\n", "renamed onto")
+    warm(b"as another machine wrote it\n")
+
+
 def test_inode_numbers_are_stable_across_walks(sandbox: Sandbox, mounts: Mounts) -> None:
     p = build_shop(sandbox)
     for i in range(20):
