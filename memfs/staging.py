@@ -58,9 +58,14 @@ def open_dir(place: Place, *, create: bool) -> int:
     The source root is the user's (a fresh account may not have its ``projects/`` yet: with
     ``create`` it is made); below it no component may be a symlink.
     """
-    if create:
+    try:
+        fd = os.open(place.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        if not create:
+            raise
+        # Only now: a mkdir that finds the folder costs two syscalls at every stage made.
         place.root.mkdir(parents=True, exist_ok=True)
-    fd = os.open(place.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        fd = os.open(place.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         for part in place.parts:
             if not sources.valid_name(part):

@@ -465,6 +465,17 @@ def test_open_dir_of_a_missing_folder_without_create(place: Place) -> None:
     assert not (place.root / CLAUDE_SLUG).exists()
 
 
+def test_open_dir_makes_a_missing_source_root_only_to_create(tmp_path: Path) -> None:
+    """A fresh account has no projects/ yet: its first write makes it, a read never."""
+    place = Place(tmp_path / ".claude" / "projects", (CLAUDE_SLUG, "memory"))
+    with pytest.raises(FileNotFoundError):
+        staging.open_dir(place, create=False)
+    assert not place.root.exists()
+    os.close(staging.open_dir(place, create=True))
+    assert folder_of(place).is_dir()
+    os.close(staging.open_dir(place, create=True))  # and once it is there, it is opened
+
+
 def test_a_commit_without_the_folder_fsync_still_lands_whole(tmp_path: Path) -> None:
     place = staging.Place(tmp_path, ("p",))
     stage = staging.Stage(place, "x.md.tmp.1.0123456789ab", initial_fd=None, mode=0o600)
