@@ -38,7 +38,7 @@ from memfs.here import Here
 from memfs.inodes import HERE, HERE_INODE, HERE_KEY, ROOT_INODE, ROOT_KEY, Inodes, Key
 from memfs.kernel import Kernel, token_of, token_of_leaf
 from memfs.pins import Pins
-from memfs.project import MEMORY, PREAMBLE, Kind, Leaf, Project
+from memfs.project import MEMORY, PREAMBLE, Kind, Leaf, Project, Version
 from memfs.renderings import Renderings
 from memfs.tree import ancestors, parent_of
 from memfs.watch import Watcher
@@ -346,7 +346,8 @@ class MemFS(pyfuse3.Operations):
 
     async def open(self, inode: int, flags: int, ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
         # Not wrapped in _handler: everything on the warm path below raises nothing.
-        self._count("open")
+        requests = self.stats.requests
+        requests["open"] = requests.get("open", 0) + 1  # _count, inlined: every warm open
         if not flags & _NOT_A_PLAIN_READ:
             share = self.kernel.shared(inode, self.inodes.epoch, self.catalog.loaded())
             if share is not None:
@@ -410,9 +411,27 @@ class MemFS(pyfuse3.Operations):
         # Direct I/O: every read comes from this open's version, and is not capped by a
         # size the kernel may hold from another.
         info = pyfuse3.FileInfo(fh=fh, direct_io=served is None, keep_cache=served is True)
-        if served:
-            self.kernel.share(fh, f, info, project, self.inodes.epoch)  # the next opens' way
+        if served and f.version is not None:
+            # The next opens' way; past the kept descriptors' limit it opens its own.
+            pin = functools.partial(self._pin_again, project, f.version)
+            self.kernel.share(fh, f, info, project, self.inodes.epoch, pin)
         return info
+
+    def _pin_again(self, project: Project, v: Version) -> int:
+        """A descriptor of version ``v`` for a share that keeps none, or -1 when the disk
+        holds another version or nothing by now (the long way then says which)."""
+        origin = project.origins[v.origin]
+        try:
+            fd, current = self.pins.open(origin.root, origin.parts, v.path, (v.size, v.mtime_ns))
+        except OSError:
+            return -1
+        except Exception:  # outside the handlers' translation: nothing may escape
+            log.exception("pinning %s again failed", v.path)
+            return -1
+        if not current:
+            os.close(fd)
+            return -1
+        return fd
 
     def _pin(self, f: OpenFile, project: Project) -> bool:
         """Open the version ``f`` reads; False when the disk holds another one by now (it is
@@ -553,8 +572,9 @@ class MemFS(pyfuse3.Operations):
 
     async def flush(self, fh: int) -> None:
         # Not wrapped in _handler: a reader's flush (most of them) does nothing.
-        self._count("flush")
-        f = self.files.get(fh)
+        requests = self.stats.requests
+        requests["flush"] = requests.get("flush", 0) + 1  # _count, inlined
+        f = self.files.handles.get(fh)
         if f is not None and f.writer:
             await self._flush(f)
 
@@ -610,11 +630,12 @@ class MemFS(pyfuse3.Operations):
 
     async def release(self, fh: int) -> None:
         # Not wrapped in _handler: leaving a share raises nothing.
-        self._count("release")
-        f = self.files.get(fh)
+        requests = self.stats.requests
+        requests["release"] = requests.get("release", 0) + 1  # _count, inlined
+        f = self.files.handles.get(fh)
         if f is not None and f.shared:
             self.files.leave(fh, f)
-            self.kernel.closed(f.ino)
+            self.kernel.left(f)
             return
         await self._release(fh)
 

@@ -36,6 +36,7 @@ sent inside a handler can deadlock the mount (FUSE-NOTES).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import math
@@ -88,7 +89,17 @@ class Share:
     info: pyfuse3.FileInfo  # what `open` answers (pyfuse3 copies it into each reply)
     cached: _Cached
     project: Project
-    stamp: tuple[int, int, int]  # (Kernel.epoch, inode epoch, project generation)
+    # What it was decided on: Kernel.epoch, the inode numbers' epoch, the project's
+    # generation; and the version's (size, mtime_ns), for the fstat. Plain fields, not
+    # tuples: they are compared at every warm open.
+    epoch: int
+    inode_epoch: int
+    generation: int
+    size: int
+    mtime_ns: int
+    # A descriptor of the very version, or -1 when the disk holds another by now (or it is
+    # gone): for a share whose handle keeps no descriptor while nobody reads through it.
+    pin: Callable[[], int]
 
 
 @dataclass(eq=False, slots=True)
@@ -110,9 +121,10 @@ class Kernel:
         self._cached: dict[int, _Cached] = {}
         self._writers_coming: Counter[int] = Counter()  # inode -> O_TRUNC opens waiting
         self._drained: dict[int, trio.Event] = {}  # inode -> set when its readers are gone
-        # Descriptors kept in _Cached records: at most a quarter of what the process may
-        # open (pins.py keeps an eighth), the rest for handles, stages and the rest.
-        self.fd_limit = min(resource.getrlimit(resource.RLIMIT_NOFILE)[0] // 4, 65536)
+        # Descriptors kept in _Cached records: at most half of what the process may open
+        # (pins.py keeps an eighth), the rest for handles, stages and the rest; a share
+        # past it opens its own at each warm open (Share.pin), two syscalls more.
+        self.fd_limit = min(resource.getrlimit(resource.RLIMIT_NOFILE)[0] // 2, 65536)
         self.fds_kept = 0
         self.sent = 0
         self.errors = 0
@@ -176,16 +188,28 @@ class Kernel:
             f.fd, f.borrowed = os.dup(f.fd), False
 
     def share(
-        self, fh: int, f: OpenFile, info: pyfuse3.FileInfo, project: Project, inode_epoch: int
+        self,
+        fh: int,
+        f: OpenFile,
+        info: pyfuse3.FileInfo,
+        project: Project,
+        inode_epoch: int,
+        pin: Callable[[], int],
     ) -> None:
-        """``f`` (handle ``fh``, answered with ``info``) was served through the page cache
-        reading the kept descriptor: the next read opens of its inode may join it."""
-        cached = self._cached.get(f.ino)
-        if cached is None or not f.borrowed or cached.fd != f.fd or f.version is None:
+        """``f`` (handle ``fh``, answered with ``info``) was served through the page cache:
+        the next read opens of its inode may join it. It reads through the kept descriptor,
+        or, past `fd_limit`, through its own, closed when no open reads through it and
+        opened again (``pin``) by the next."""
+        cached, v = self._cached.get(f.ino), f.version
+        if cached is None or v is None or f.fd < 0:
+            return
+        if f.borrowed and cached.fd != f.fd:
             return
         f.shared = True
-        stamp = (self.epoch, inode_epoch, project.generation)
-        self.shares[f.ino] = Share(fh, f, info, cached, project, stamp)
+        self.shares[f.ino] = Share(
+            fh, f, info, cached, project, self.epoch, inode_epoch, project.generation,
+            v.size, v.mtime_ns, pin,
+        )  # fmt: skip
 
     def shared(self, ino: int, inode_epoch: int, loaded: dict[str, Project]) -> Share | None:
         """The share a read open of ``ino`` joins now, or None: then it takes the long way
@@ -194,23 +218,43 @@ class Kernel:
         share = self.shares.get(ino)
         if share is None:
             return None
-        project, v = share.project, share.f.version
+        project = share.project
         if (
-            v is not None  # always (`share`): no assert, this must not raise
-            and share.stamp == (self.epoch, inode_epoch, project.generation)
+            share.epoch == self.epoch
+            and share.inode_epoch == inode_epoch
+            and share.generation == project.generation
             and loaded.get(project.slug) is project
+            and self._still_the_version(share)
         ):
-            try:
-                st = os.fstat(share.f.fd)
-            except OSError:
-                st = None
-            # Rewritten in place, before inotify said so: its pages are another version's.
-            if st is not None and st.st_size == v.size and st.st_mtime_ns == v.mtime_ns:
-                share.cached.readers += 1
-                self.shared_opens += 1
-                return share
+            share.cached.readers += 1
+            self.shared_opens += 1
+            return share
         del self.shares[ino]
         return None
+
+    @staticmethod
+    def _still_the_version(share: Share) -> bool:
+        """Whether the share's descriptor shows the version it opened, opening it first if
+        it keeps none: a file rewritten in place before inotify said so is another version,
+        and the pages the kernel holds are the old one's."""
+        f = share.f
+        if f.fd < 0:
+            f.fd = share.pin()
+            return f.fd >= 0
+        try:
+            st = os.fstat(f.fd)
+        except OSError:
+            return False
+        return st.st_mtime_ns == share.mtime_ns and st.st_size == share.size
+
+    def left(self, f: OpenFile) -> None:
+        """An open of shared handle ``f`` was released (after `OpenFiles.leave`): a handle
+        with a descriptor of its own closes it when nobody reads through it any more."""
+        if not f.opens and not f.borrowed and f.fd >= 0:
+            fd, f.fd = f.fd, -1
+            with contextlib.suppress(OSError):  # this must not raise (fs.release)
+                os.close(fd)
+        self.closed(f.ino)
 
     def changed(self) -> None:
         """Something an open's service depends on changed (a writer's stage came): every
@@ -279,9 +323,9 @@ class Kernel:
             f = share.f
             assert f.ino == ino, (ino, f.ino)
             assert f.shared, ino
-            assert f.borrowed, ino
             assert share.cached is self._cached.get(ino), ino  # a dropped record drops it
-            assert f.fd == share.cached.fd >= 0, (ino, f.fd, share.cached.fd)
+            if f.borrowed:
+                assert f.fd == share.cached.fd >= 0, (ino, f.fd, share.cached.fd)
             assert share.cached.readers >= f.opens >= 0, (ino, share.cached.readers, f.opens)
 
     # --- invalidations --------------------------------------------------------------

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -113,6 +113,9 @@ class OpenFiles:
 
     def __init__(self) -> None:
         self._by_fh: dict[int, OpenFile] = {}
+        # The same, for the warm read path in fs.py to look a handle up with no call of
+        # `get` (read only there).
+        self.handles: Mapping[int, OpenFile] = self._by_fh
         self._pending: dict[Key, OpenFile] = {}
         self._next_fh = 1
 
@@ -248,4 +251,4 @@ class OpenFiles:
             assert not (f.stage is not None and not f.writer), f.key
             assert f.failed >= 0
             assert f.opens == 1 or (f.shared and f.opens > 1), (f.key, f.opens)
-            assert not (f.shared and (f.writer or f.fd < 0 or not f.borrowed)), f.key
+            assert not (f.shared and (f.writer or f.fd < 0)), f.key

@@ -622,7 +622,18 @@ async def test_a_kept_descriptor_is_not_reused_once_its_file_changed_in_place(
     await ops.release(again.fh)
 
 
-async def test_a_warm_read_open_joins_the_handle_of_the_open_before_it(sample: Sample) -> None:
+@pytest.fixture(params=["kept", "own"])
+def descriptors(request: pytest.FixtureRequest, sample: Sample) -> str:
+    """Shares read through the descriptor the kernel record keeps, or, past the limit of
+    kept descriptors, through one of their own, open while an open reads through it."""
+    if request.param == "own":
+        sample.ops.kernel.fd_limit = 0
+    return str(request.param)
+
+
+async def test_a_warm_read_open_joins_the_handle_of_the_open_before_it(
+    sample: Sample, descriptors: str
+) -> None:
     ops = sample.ops
     a = await walk(ops, f"{CLAUDE_SLUG}/a.md")
     body = OWN_A.encode()
@@ -630,14 +641,16 @@ async def test_a_warm_read_open_joins_the_handle_of_the_open_before_it(sample: S
     await ops.release(first.fh)
     fds = open_fds()
     # Issue 14: the next read opens repeat what the first one decided (the page cache, the
-    # kept descriptor), and open nothing.
+    # descriptor), with no tree or inode lookup.
     second = await ops.open(a.st_ino, os.O_RDONLY, CTX)
     third = await ops.open(a.st_ino, os.O_RDONLY, CTX)
     assert (second.fh, third.fh) == (first.fh, first.fh)
     assert second.keep_cache
     assert not second.direct_io
     assert ops.kernel.shared_opens == 2
-    assert open_fds() == fds
+    # A kept descriptor is the kernel record's; one of its own is opened by the first open
+    # that joins, and shared by the ones that join while it reads.
+    assert open_fds() == fds + (descriptors == "own")
     assert ops.status()["open_handles"] == 1
     ops._check()
     await ops.release(second.fh)
@@ -646,6 +659,7 @@ async def test_a_warm_read_open_joins_the_handle_of_the_open_before_it(sample: S
     await ops.flush(third.fh)
     await ops.release(third.fh)
     assert ops.status()["open_handles"] == 0
+    assert open_fds() == fds
     ops._check()
     assert await cat(ops, a.st_ino) == body
     assert ops.kernel.shared_opens == 3
@@ -720,7 +734,9 @@ async def _being_written(sample: Sample, a: pyfuse3.EntryAttributes) -> bytes:
     ],
 )
 async def test_a_read_open_takes_the_long_way_once_its_share_may_not_hold(
-    sample: Sample, change: Callable[[Sample, pyfuse3.EntryAttributes], Awaitable[bytes]]
+    sample: Sample,
+    descriptors: str,
+    change: Callable[[Sample, pyfuse3.EntryAttributes], Awaitable[bytes]],
 ) -> None:
     ops = sample.ops
     a = await walk(ops, f"{CLAUDE_SLUG}/a.md")
