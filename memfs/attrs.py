@@ -13,7 +13,7 @@ import os
 import stat
 import time
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyfuse3
@@ -208,6 +208,10 @@ class Listing:
     stamp: tuple[int, int]
     entries: list[tuple[bytes, Key, pyfuse3.EntryAttributes | None]]
     volatile: frozenset[Key] = frozenset()  # entries whose attributes are never kept
+    # PREAMBLE.md's entry as readdir last made it, with the rendering it showed (at most
+    # one): while the stamp holds and the project renders that very bytes object, its
+    # inode number and size are the same (renderings.py), and readdir reuses it.
+    preamble: list[tuple[bytes, pyfuse3.EntryAttributes]] = field(default_factory=list)
 
     def holds(self, project: Project, epoch: int) -> bool:
         """Whether its kept attributes still hold for ``project`` and the inode epoch."""

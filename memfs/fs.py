@@ -323,21 +323,37 @@ class MemFS(pyfuse3.Operations):
             if in_project and project is None:
                 project = await self._project(key[0])
                 kept = listing is not None and listing.holds(project, self.inodes.epoch)
-            if attrs is None or not kept:
+            if key[1] == PREAMBLE and project is not None and listing is not None:
+                try:
+                    attrs = self._preamble_entry(listing, key, project, kept)
+                except pyfuse3.FUSEError:
+                    continue
+            elif attrs is None or not kept:
                 try:
                     attrs = self.shown.of(0, key, project if in_project else None)
                 except pyfuse3.FUSEError:
                     continue  # vanished since opendir
                 if kept and listing is not None:
                     listing.keep(pos, attrs)
-                if key[1] == PREAMBLE and project is not None:
-                    attrs.st_ino = self._number(key)
-                    attrs.st_size = len(self.renderings.of(attrs.st_ino, project))
             if not kept or not attrs.st_ino:  # a kept entry keeps its number with its stamp
                 attrs.st_ino = self._number(key)
             if not pyfuse3.readdir_reply(token, name, attrs, pos + 1):
                 return
             self.inodes.looked_up(attrs.st_ino)  # every accepted entry counts as a lookup
+
+    def _preamble_entry(
+        self, listing: Listing, key: Key, project: Project, kept: bool
+    ) -> pyfuse3.EntryAttributes:
+        """PREAMBLE.md's entry: its rendering's inode number and size. Made again only
+        when the listing's stamp or the rendering changed (each `ls` lists it)."""
+        data = self.renderings.render(project)
+        if kept and listing.preamble and listing.preamble[0][0] is data:
+            return listing.preamble[0][1]
+        attrs = self.shown.of(0, key, project)
+        attrs.st_ino = self._number(key)
+        attrs.st_size = len(self.renderings.of(attrs.st_ino, project))
+        listing.preamble[:] = [(data, attrs)] if kept else []
+        return attrs
 
     async def releasedir(self, fh: int) -> None:
         self._listings.pop(fh, None)

@@ -18,6 +18,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 import pyfuse3
 import pytest
@@ -26,6 +27,7 @@ from helpers import CLAUDE_SLUG, PI_SLUG, FakeHome, at, fake_home, write
 
 from memfs import config as cfg
 from memfs import fs, procs
+from memfs import project as project_module
 from memfs.fs import HERE_INODE, ROOT_INODE, STATUS_XATTR, MemFS
 from memfs.project import Project, history_stamp
 from memfs.slug import canonical_slug, claude_slug
@@ -446,6 +448,37 @@ async def test_readdir_entries_carry_the_same_attributes_as_lookup(sample: Sampl
         assert attrs.st_size == found.st_size, name
         assert attrs.st_mtime_ns == found.st_mtime_ns, name
     assert [next_id for _, _, next_id in token.accepted] == list(range(1, 8))
+
+
+@pytest.mark.usefixtures("readdir_reply")
+async def test_readdir_lists_preamble_as_its_rendering_now(
+    sample: Sample, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its entry is kept while the rendering is the same, and made again when it is not:
+    also when only time changed it (a file dated in the future comes due)."""
+    ops = sample.ops
+    now = time.time_ns()
+    write(sample.own / "later.md", "a note dated an hour ahead\n", now + 3600 * 10**9)
+    project = await walk(ops, CLAUDE_SLUG)
+
+    async def preamble_entry() -> pyfuse3.EntryAttributes:
+        fh = await ops.opendir(project.st_ino, CTX)
+        token = FakeToken()
+        await ops.readdir(fh, 0, token)
+        await ops.releasedir(fh)
+        return next(a for name, a, _ in token.accepted if name == b"PREAMBLE.md")
+
+    first = await preamble_entry()
+    assert await preamble_entry() is first  # kept: no rendering, no attributes made
+    assert b"later.md" not in await cat(ops, first.st_ino)
+    later = SimpleNamespace(time_ns=lambda: now + 7200 * 10**9, monotonic_ns=time.monotonic_ns)
+    monkeypatch.setattr(project_module, "time", later)
+    due = await preamble_entry()
+    assert due.st_ino != first.st_ino  # a new rendering, a new inode (renderings.py)
+    body = await cat(ops, due.st_ino)
+    assert b"later.md" in body
+    assert due.st_size == len(body)
+    assert (await ops.lookup(project.st_ino, b"PREAMBLE.md", CTX)).st_ino == due.st_ino
 
 
 @pytest.mark.usefixtures("readdir_reply")
