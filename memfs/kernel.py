@@ -23,9 +23,10 @@ that no read ever combines two versions:
   after a commit returns or after memfs saw a change on disk already takes the direct path
   until the kernel has forgotten the old version.
 * A warm read open repeats the last one (issue 14): once an open of a version was served
-  through the page cache with the kept descriptor, a `Share` remembers it, and the next
-  read opens of that inode join its handle: one lookup, one comparison of what it
-  depended on, and the fstat that checks the file was not rewritten in place. What it
+  through the page cache, a `Share` remembers it, and the next read opens of that inode
+  join its handle: one lookup, one comparison of what it depended on, and the fstat that
+  checks the file was not rewritten in place (past `fd_limit`, where no descriptor is
+  kept, the share opens one of its own instead, while an open reads through it). What it
   depended on is stamped: this module's `Kernel.epoch` (bumped by every invalidation
   queued, every record dropped, every writer coming), the inode numbers' epoch and the
   project's generation. Whatever changes any of them sends the next open the long way.
@@ -82,7 +83,8 @@ def token_of_leaf(project: Project, leaf: Leaf) -> Token:
 @dataclass(eq=False, slots=True)
 class Share:
     """The handle every read open of one version of ``ino`` joins while nothing it was
-    decided on changed (see the module's text): the page cache, the kept descriptor."""
+    decided on changed (see the module's text): the page cache, and the descriptor it
+    reads through (the kept one, or its own)."""
 
     fh: int
     f: OpenFile
