@@ -362,8 +362,7 @@ class MemFS(pyfuse3.Operations):
 
     async def open(self, inode: int, flags: int, ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
         # Not wrapped in _handler: everything on the warm path below raises nothing.
-        requests = self.stats.requests
-        requests["open"] = requests.get("open", 0) + 1  # _count, inlined: every warm open
+        self._count("open")
         if not flags & _NOT_A_PLAIN_READ:
             share = self.kernel.shared(inode, self.inodes.epoch, self.catalog.loaded())
             if share is not None:
@@ -436,9 +435,8 @@ class MemFS(pyfuse3.Operations):
     def _pin_again(self, project: Project, v: Version) -> int:
         """A descriptor of version ``v`` for a share that keeps none, or -1 when the disk
         holds another version or nothing by now (the long way then says which)."""
-        origin = project.origins[v.origin]
         try:
-            fd, current = self.pins.open(origin.root, origin.parts, v.path, (v.size, v.mtime_ns))
+            fd, current = self._open_version(project, v)
         except OSError:
             return -1
         except Exception:  # outside the handlers' translation: nothing may escape
@@ -449,13 +447,17 @@ class MemFS(pyfuse3.Operations):
             return -1
         return fd
 
+    def _open_version(self, project: Project, v: Version) -> tuple[int, bool]:
+        """A descriptor of ``v``'s file, and whether it still shows ``v`` (`Pins.open`)."""
+        origin = project.origins[v.origin]
+        return self.pins.open(origin.root, origin.parts, v.path, (v.size, v.mtime_ns))
+
     def _pin(self, f: OpenFile, project: Project) -> bool:
         """Open the version ``f`` reads; False when the disk holds another one by now (it is
         served whole, and the watcher reads the change)."""
         v = f.version
         assert v is not None
-        origin = project.origins[v.origin]
-        f.fd, current = self.pins.open(origin.root, origin.parts, v.path, (v.size, v.mtime_ns))
+        f.fd, current = self._open_version(project, v)
         if current:
             return True
         if self.watcher is not None:
@@ -588,9 +590,8 @@ class MemFS(pyfuse3.Operations):
 
     async def flush(self, fh: int) -> None:
         # Not wrapped in _handler: a reader's flush (most of them) does nothing.
-        requests = self.stats.requests
-        requests["flush"] = requests.get("flush", 0) + 1  # _count, inlined
-        f = self.files.handles.get(fh)
+        self._count("flush")
+        f = self.files.get(fh)
         if f is not None and f.writer:
             await self._flush(f)
 
@@ -646,9 +647,8 @@ class MemFS(pyfuse3.Operations):
 
     async def release(self, fh: int) -> None:
         # Not wrapped in _handler: leaving a share raises nothing.
-        requests = self.stats.requests
-        requests["release"] = requests.get("release", 0) + 1  # _count, inlined
-        f = self.files.handles.get(fh)
+        self._count("release")
+        f = self.files.get(fh)
         if f is not None and f.shared:
             self.files.leave(fh, f)
             self.kernel.left(f)

@@ -80,6 +80,13 @@ def token_of_leaf(project: Project, leaf: Leaf) -> Token:
     return (v.origin, v.path, v.size, v.mtime_ns)
 
 
+def _shows(fd: int, size: int, mtime_ns: int) -> bool:
+    """Whether the file behind ``fd`` is still the version of that size and mtime (one
+    fstat): a file rewritten in place is another version under the same descriptor."""
+    st = os.fstat(fd)
+    return st.st_mtime_ns == mtime_ns and st.st_size == size
+
+
 @dataclass(eq=False, slots=True)
 class Share:
     """The handle every read open of one version of ``ino`` joins while nothing it was
@@ -171,10 +178,7 @@ class Kernel:
         """Let ``f`` read through the descriptor kept for its very version, if one is and
         the file behind it was not rewritten in place since (one fstat)."""
         fd, v = self.kept_fd(f.ino, token), f.version
-        if fd < 0 or v is None:
-            return False
-        st = os.fstat(fd)
-        if (st.st_size, st.st_mtime_ns) != (v.size, v.mtime_ns):
+        if fd < 0 or v is None or not _shows(fd, v.size, v.mtime_ns):
             return False
         f.fd, f.borrowed = fd, True
         return True
@@ -244,10 +248,9 @@ class Kernel:
             f.fd = share.pin()
             return f.fd >= 0
         try:
-            st = os.fstat(f.fd)
+            return _shows(f.fd, share.size, share.mtime_ns)
         except OSError:
             return False
-        return st.st_mtime_ns == share.mtime_ns and st.st_size == share.size
 
     def left(self, f: OpenFile) -> None:
         """An open of shared handle ``f`` was released (after `OpenFiles.leave`): a handle

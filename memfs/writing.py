@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -113,9 +113,6 @@ class OpenFiles:
 
     def __init__(self) -> None:
         self._by_fh: dict[int, OpenFile] = {}
-        # The same, for the warm read path in fs.py to look a handle up with no call of
-        # `get` (read only there).
-        self.handles: Mapping[int, OpenFile] = self._by_fh
         self._pending: dict[Key, OpenFile] = {}
         self._next_fh = 1
 
