@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+import trio
+
 from memfs import config as cfg
 from memfs import sources
 from memfs.project import Leaf, Origin, Project
@@ -153,3 +155,13 @@ def errno_of(call: Callable[..., object], *args: object, **kwargs: object) -> in
     except OSError as exc:
         return exc.errno
     raise AssertionError(f"{getattr(call, '__name__', call)} raised no OSError")
+
+
+async def eventually(condition: Callable[[], bool], what: str, within: float = 5.0) -> None:
+    """Poll ``condition`` until a deadline; other trio tasks run between polls."""
+    deadline = trio.current_time() + within
+    while trio.current_time() < deadline:
+        if condition():
+            return
+        await trio.sleep(0.002)
+    raise AssertionError(f"{what}: not within {within}s")

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import trio
+from helpers import eventually
 
 from memfs import config as cfg
 from memfs import sources, staging
@@ -52,16 +53,6 @@ def load(tmp_path: Path, roots: dict[str, Path]) -> cfg.Config:
     path.write_text(text, encoding="utf-8")
     env = {"HOME": str(tmp_path / "home"), "XDG_STATE_HOME": str(tmp_path / "state")}
     return cfg.load(env, path)
-
-
-async def eventually(condition: Callable[[], bool], what: str, within: float = 5.0) -> None:
-    """Poll ``condition`` (the watcher runs between polls) until a deadline."""
-    deadline = trio.current_time() + within
-    while trio.current_time() < deadline:
-        if condition():
-            return
-        await trio.sleep(0.01)
-    raise AssertionError(f"{what}: not within {within}s")
 
 
 async def test_a_source_root_created_after_the_mount_is_watched_and_listed(

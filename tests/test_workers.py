@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 
 import pytest
 import trio
+from helpers import eventually
 
 from memfs.workers import Workers
 
@@ -35,13 +35,6 @@ async def test_calls_at_once_run_at_once_and_idle_threads_are_reused() -> None:
     assert pool.threads == 3
 
 
-async def until(condition: Callable[[], bool], what: str, within: float = 5.0) -> None:
-    deadline = trio.current_time() + within
-    while not condition():
-        assert trio.current_time() < deadline, f"{what}: not within {within}s"
-        await trio.sleep(0.001)
-
-
 async def test_past_the_limit_calls_wait_for_a_thread() -> None:
     pool = Workers(max_threads=1)
     running, release = threading.Event(), threading.Event()
@@ -54,9 +47,9 @@ async def test_past_the_limit_calls_wait_for_a_thread() -> None:
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(pool.run, first)
-        await until(running.is_set, "the first call runs")
+        await eventually(running.is_set, "the first call runs")
         nursery.start_soon(pool.run, order.append, "second")
-        await until(lambda: pool._calls.qsize() == 1, "the second call is queued")
+        await eventually(lambda: pool._calls.qsize() == 1, "the second call is queued")
         assert order == []  # the one thread is busy: the second call waits
         release.set()
     assert order == ["first", "second"]
