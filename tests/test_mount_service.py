@@ -54,6 +54,7 @@ from mounting import (
     wait_until,
 )
 
+import memfs
 from memfs.service import UNIT_NAME, install, memfs_command
 
 pytestmark = MOUNT_MARKS
@@ -1007,7 +1008,9 @@ if __name__ == "__main__":
 def _shim_script(person: NormalUser) -> Path:
     """A `memfs` console script the user can run, when this interpreter is out of its reach
     (a pyenv Python under /root, say): a venv of the system's Python of the same version
-    that sees this venv's packages, memfs included, through a .pth file."""
+    that sees this venv's packages through a .pth file, or, when the user cannot read them
+    either (a clone in a folder of `mktemp -d`, mode 0700), a copy of memfs and of what it
+    needs to run."""
     version = f"{sys.version_info.major}.{sys.version_info.minor}"
     system = Path(f"/usr/bin/python{version}")
     if not system.is_file():
@@ -1017,11 +1020,45 @@ def _shim_script(person: NormalUser) -> Path:
     assert made.returncode == 0, made.stderr
     ours = Path(__import__("sysconfig").get_paths()["purelib"])
     site = venv / "lib" / f"python{version}" / "site-packages"
-    (site / "memfs-tests.pth").write_text(f"import site; site.addsitedir({str(ours)!r})\n")
+    package = Path(memfs.__file__).parent
+    if all(person.run("test", "-r", p, "-a", "-x", p).returncode == 0 for p in (ours, package)):
+        (site / "memfs-tests.pth").write_text(f"import site; site.addsitedir({str(ours)!r})\n")
+    else:
+        _copy_runtime(site)
     script = venv / "bin" / "memfs"
     script.write_text(SHIM.format(python=venv / "bin" / "python"))
     script.chmod(0o755)
     return script
+
+
+def _copy_runtime(site: Path) -> None:
+    """memfs's package and the files of every distribution it needs at run time (its
+    requirements, theirs, and so on, markers evaluated here) into ``site``."""
+    import importlib.metadata as metadata
+
+    from packaging.requirements import Requirement
+
+    shutil.copytree(
+        Path(memfs.__file__).parent, site / "memfs", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    seen: set[str] = set()
+    todo = [Requirement(r) for r in metadata.requires("memfs") or []]
+    while todo:
+        wanted = todo.pop()
+        if wanted.marker is not None and not wanted.marker.evaluate({"extra": ""}):
+            continue
+        name = wanted.name.lower().replace("_", "-")
+        if name in seen:
+            continue
+        seen.add(name)
+        dist = metadata.distribution(name)
+        todo += [Requirement(r) for r in dist.requires or []]
+        for file in dist.files or []:
+            source = Path(str(dist.locate_file(file)))
+            if ".." in file.parts or not source.is_file():
+                continue  # scripts and data outside site-packages are not needed
+            (site / file).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, site / file)
 
 
 def _user_mounts(base: Path) -> list[Path]:
