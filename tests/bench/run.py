@@ -96,6 +96,8 @@ WRITE_LABELS = {
     "native_dir_fsync": "native + fsync of the folder",
     "memfs_truncate": "memfs O_TRUNC + write + close",
     "memfs_temp_rename": "memfs Claude Code's temp+fsync+close+rename",
+    "floor_truncate": "write floor O_TRUNC + write + close",
+    "floor_temp_rename": "write floor temp+fsync+close+rename",
 }
 BIG_PROJECT = 10_000  # files of the project the responsiveness phase lists first
 READ_ONLY_APPENDS = 3  # 1 MiB read-only heads appended to per responsiveness round
@@ -129,7 +131,7 @@ class Bench:
         if system == "memfs":
             requests: dict[str, int] = mount.status()["requests"]
             return dict(requests)
-        if system == "pyfuse3-floor":
+        if system in ("pyfuse3-floor", "write-floor"):
             return dict(json.loads(os.getxattr(mount.mountpoint, "user.null.requests")))
         return {}
 
@@ -539,6 +541,8 @@ class Bench:
         assert fx is not None
         mnt = mount.mountpoint
         slugs = fx.slugs[:5]
+        floor = self.write_floor()
+        fmnt = floor.mountpoint
         kinds: dict[str, Callable[[str], None]] = {
             "native": lambda slug: measure.write_native(
                 fx.source_path(0, slug, ""), "bench-native.md", KIB4, dir_fsync=False
@@ -552,25 +556,55 @@ class Bench:
             "memfs_temp_rename": lambda slug: measure.write_temp_rename(
                 mnt / slug, "bench-rename.md", KIB4
             ),
+            "floor_truncate": lambda slug: measure.write_truncate(
+                fmnt / f"{slug}-truncate.md", KIB4
+            ),
+            "floor_temp_rename": lambda slug: measure.write_temp_rename(
+                fmnt, f"{slug}-rename.md", KIB4
+            ),
         }
-        for slug in slugs:  # first writes create the files; the measured ones replace them
-            for write in kinds.values():
-                write(slug)
-        samples: dict[str, list[int]] = {k: [] for k in kinds}
-        requests: dict[str, dict[str, int]] = {k: {} for k in kinds}
-        names = list(kinds)
-        for i in range(self.scale.writes):
-            slug = slugs[i % len(slugs)]
-            for kind in names[i % len(names) :] + names[: i % len(names)]:
-                c0 = self.counters("memfs", mount)
-                samples[kind].append(measure.sample_ns(partial(kinds[kind], slug)))
-                for op, v in self.delta(self.counters("memfs", mount), c0).items():
-                    requests[kind][op] = requests[kind].get(op, 0) + v
+        # Whose request counters a kind reads (the native ones count nothing).
+        counted: dict[str, tuple[str, Mount]] = {
+            "memfs_truncate": ("memfs", mount),
+            "memfs_temp_rename": ("memfs", mount),
+            "floor_truncate": ("write-floor", floor),
+            "floor_temp_rename": ("write-floor", floor),
+        }
+        try:
+            for slug in slugs:  # first writes create the files; the measured ones replace them
+                for write in kinds.values():
+                    write(slug)
+            samples: dict[str, list[int]] = {k: [] for k in kinds}
+            requests: dict[str, dict[str, int]] = {k: {} for k in kinds}
+            names = list(kinds)
+            for i in range(self.scale.writes):
+                slug = slugs[i % len(slugs)]
+                for kind in names[i % len(names) :] + names[: i % len(names)]:
+                    system, counter = counted.get(kind, ("native", mount))
+                    c0 = self.counters(system, counter)
+                    samples[kind].append(measure.sample_ns(partial(kinds[kind], slug)))
+                    for op, v in self.delta(self.counters(system, counter), c0).items():
+                        requests[kind][op] = requests[kind].get(op, 0) + v
+        finally:
+            self.stop(floor)
         self.log(
             "4 KiB atomic write p50: "
             + ", ".join(f"{k} {measure.median(v) / 1e6:.2f} ms" for k, v in samples.items())
         )
         return {"samples_ns": samples, "requests": requests}
+
+    def write_floor(self) -> Mount:
+        """The pass-through floor (`tests.bench.passfs`) over a folder on the fixture's disk."""
+        fx = self.main
+        assert fx is not None
+        folder, mnt = self.base / "write-floor", self.base / "mnt" / "write-floor"
+        folder.mkdir(exist_ok=True)
+        argv = [sys.executable, "-m", "tests.bench.passfs", str(mnt), str(folder)]
+        env = dict(fx.env, PYTHONPATH=str(REPO))
+        mount = Mount("write-floor", mnt, argv, env, self.out / "logs" / "passfs.log")
+        self.mounts.live.append(mount)
+        mount.spawn().wait_ready()
+        return mount
 
     # --- responsiveness and the soak -----------------------------------------------
 
@@ -1021,20 +1055,22 @@ def render(results: dict[str, Any], summary: dict[str, Any], tgts: list[dict[str
     base, base_dir = w["native"]["p50_ms"], w["native_dir_fsync"]["p50_ms"]
     lines.append(
         f"{'4 KiB atomic write':<44}{'p50 ms':>8}{'p99 ms':>8}{'/native':>9}{'/native+dir':>12}"
-        f"  requests a write"
+        f"{'/floor':>8}  requests a write"
     )
     for kind, v in w.items():
+        floor = w.get(kind.replace("memfs_", "floor_")) if kind.startswith("memfs_") else None
         reqs = v["requests_per_write"]
         counted = (
             f"{sum(reqs.values()):.1f}: "
             + ", ".join(f"{op} {c:.1f}" for op, c in sorted(reqs.items(), key=lambda i: -i[1]))
             if reqs
-            else "(not through memfs)"
+            else "(not through FUSE)"
         )
         lines.append(
             f"{WRITE_LABELS.get(kind, kind):<44}{_fmt(v['p50_ms'], 2):>8}"
             f"{_fmt(v['p99_ms'], 2):>8}{_fmt(_ratio(v['p50_ms'], base), 2) + 'x':>9}"
-            f"{_fmt(_ratio(v['p50_ms'], base_dir), 2) + 'x':>12}  {counted}"
+            f"{_fmt(_ratio(v['p50_ms'], base_dir), 2) + 'x':>12}"
+            f"{_fmt(_ratio(v['p50_ms'], floor['p50_ms']), 2) + 'x' if floor else '':>8}  {counted}"
         )
     lines.append("")
     if "responsiveness" in summary:
