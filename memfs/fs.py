@@ -317,6 +317,9 @@ class MemFS(pyfuse3.Operations):
         entries = listing.entries if listing is not None else []
         project: Project | None = None  # the entries of a project folder share its project
         kept = False  # whether the attributes kept in the listing still hold
+        # Every entry the reply takes counts as a kernel lookup, but only once the reply is
+        # sent: a readdir that fails mid-way sends the kernel an error and none of them.
+        taken: list[int] = []
         for pos in range(start_id, len(entries)):
             name, key, attrs = entries[pos]
             in_project = bool(key[0] and key[1])  # not an entry of the root
@@ -338,8 +341,10 @@ class MemFS(pyfuse3.Operations):
             if not kept or not attrs.st_ino:  # a kept entry keeps its number with its stamp
                 attrs.st_ino = self._number(key)
             if not pyfuse3.readdir_reply(token, name, attrs, pos + 1):
-                return
-            self.inodes.looked_up(attrs.st_ino)  # every accepted entry counts as a lookup
+                break
+            taken.append(attrs.st_ino)
+        for ino in taken:
+            self.inodes.looked_up(ino)
 
     def _preamble_entry(
         self, listing: Listing, key: Key, project: Project, kept: bool

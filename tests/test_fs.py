@@ -552,6 +552,38 @@ async def test_readdir_refusal_stops_and_the_next_call_resumes(sample: Sample) -
 
 
 @pytest.mark.usefixtures("readdir_reply")
+async def test_a_readdir_failing_mid_way_counts_no_lookup(
+    sample: Sample, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The kernel gets the error and none of the entries the reply took before it: none
+    may count as a lookup, or those inodes would wait for a forget that never comes."""
+    ops = sample.ops
+    project = await walk(ops, CLAUDE_SLUG)
+    fh = await ops.opendir(project.st_ino, CTX)
+    attrs_of = ops.shown.of
+    made = 0
+
+    def fails_third(ino: int, key: tuple[str, str], p: object) -> pyfuse3.EntryAttributes:
+        nonlocal made
+        made += 1
+        if made == 3:
+            raise RuntimeError("an unexpected failure")
+        return attrs_of(ino, key, p)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ops.shown, "of", fails_third)
+    token = FakeToken()
+    assert await fuse_errno(ops.readdir(fh, 0, token)) == errno.EIO
+    assert len(token.accepted) == 2  # the reply took two entries before the failure
+    assert all(ops.inodes._lookups[a.st_ino] == 0 for _, a, _ in token.accepted)
+    monkeypatch.setattr(ops.shown, "of", attrs_of)
+    again = FakeToken()
+    await ops.readdir(fh, 0, again)  # the kernel asks again from where it stood
+    await ops.releasedir(fh)
+    assert again.names == PROJECT_LISTING
+    assert all(ops.inodes._lookups[a.st_ino] == 1 for _, a, _ in again.accepted)
+
+
+@pytest.mark.usefixtures("readdir_reply")
 async def test_readdir_past_the_end_and_on_unknown_handles_is_empty(sample: Sample) -> None:
     ops = sample.ops
     project = await walk(ops, CLAUDE_SLUG)
