@@ -69,6 +69,9 @@ def _handler(fn: Callable[P, Awaitable[R]]) -> Callable[P, Coroutine[Any, Any, R
         except writes.Refused as exc:
             raise pyfuse3.FUSEError(exc.errno) from None
         except OSError as exc:
+            if exc.errno == errno.EBADF:
+                # Never the caller's doing: a descriptor of memfs's own was closed under it.
+                log.exception("descriptor error in %s", fn.__name__)
             raise pyfuse3.FUSEError(exc.errno or errno.EIO) from None
         except Exception:
             log.exception("unexpected error in %s", fn.__name__)

@@ -148,11 +148,11 @@ class Stage:
             try:
                 if self.temp:
                     os.rename(self.temp, self.temp, src_dir_fd=self._dir_fd, dst_dir_fd=new_fd)
-            except BaseException:
+                # In place, as in _stop_writing: the trio thread may use the number meanwhile.
+                os.dup2(new_fd, self._dir_fd, inheritable=False)
+            finally:
                 os.close(new_fd)
-                raise
-            os.close(self._dir_fd)
-            self._dir_fd, self.folder = new_fd, folder
+            self.folder = folder
         self.name = name
 
     def _new_temp(self, initial_fd: int | None) -> None:
@@ -258,18 +258,22 @@ class Stage:
         """Before the rename, swap the writable descriptor for a read-only one on the same
         file: its close reports IN_CLOSE_WRITE under the stage's name, which the watcher
         skips, not under the target's, which it would read again after the commit read it.
-        If no second descriptor can be had, the writable one stays (one more look)."""
+        If no second descriptor can be had, the writable one stays (one more look).
+
+        The swap keeps the descriptor's number (dup2): the trio thread may fstat it while
+        this runs in a worker (a getattr asking its size), and a number closed under that
+        call fails it (EBADF), or worse, names whatever file was opened next."""
         flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
         try:
             ro = os.open(self.temp, flags, dir_fd=self._dir_fd)
         except OSError:
             return
-        mine, found = os.fstat(self.fd), os.fstat(ro)
-        if (found.st_dev, found.st_ino) != (mine.st_dev, mine.st_ino):
+        try:
+            mine, found = os.fstat(self.fd), os.fstat(ro)
+            if (found.st_dev, found.st_ino) == (mine.st_dev, mine.st_ino):
+                os.dup2(ro, self.fd, inheritable=False)  # closes the writable one
+        finally:
             os.close(ro)
-            return
-        os.close(self.fd)
-        self.fd = ro
 
     def abort(self) -> None:
         """Drop an uncommitted temp file and close everything; safe to call twice."""

@@ -1380,6 +1380,23 @@ async def test_statfs_names_may_be_255_bytes(sample: Sample) -> None:
     assert data.f_bsize > 0
 
 
+async def test_a_descriptor_error_inside_memfs_is_logged_with_its_traceback(
+    sample: Sample, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """EBADF from memfs's own system calls is a bug of memfs (a descriptor closed under
+    a call), never the caller's: the caller gets the errno, the log says where."""
+
+    def closed_under(path: object) -> object:
+        raise OSError(errno.EBADF, "Bad file descriptor")
+
+    monkeypatch.setattr(fs, "statvfs_of", closed_under)
+    assert await fuse_errno(sample.ops.statfs(CTX)) == errno.EBADF
+    (record,) = [r for r in caplog.records if "descriptor error" in r.getMessage()]
+    assert record.getMessage() == "descriptor error in statfs"
+    assert record.exc_info is not None
+    assert "closed_under" in caplog.text
+
+
 async def test_opening_for_write_stages_nothing_until_the_first_write(sample: Sample) -> None:
     # An editor opening read-write, or `touch` of an existing file, copies no head and
     # leaves no temp file; the first write stages a copy of the head.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 import stat
 from collections.abc import Iterator
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 from helpers import CLAUDE_SLUG, at, errno_of, set_mtime, write
 
-from memfs import sources, staging
+from memfs import sources, staging, watch
 from memfs.project import history_stamp
 from memfs.sources import STAGE_PREFIX
 from memfs.staging import Keep, Place, Stage
@@ -89,6 +90,49 @@ def test_commit_replaces_the_target_atomically(place: Place, stages: list[Stage]
     assert target.stat().st_ino == staged_ino != before
     assert st.st_ino == staged_ino
     assert temps(folder) == []
+
+
+def test_a_commit_keeps_the_stage_descriptor_number_valid_throughout(
+    place: Place, stages: list[Stage]
+) -> None:
+    """The adapter's thread may fstat a stage (a getattr asking its size) while a worker
+    commits it: the number never closes under that call. The writable descriptor still
+    closes before the rename, so its IN_CLOSE_WRITE names the stage, which the watcher
+    skips, not the target."""
+    folder = folder_of(place)
+    write(folder / "a.md", "old", at(1))
+    stage = open_stage(stages, place, "a.md", copy=False)
+    stage.write(0, b"new body")
+    number, staged = stage.fd, os.fstat(stage.fd)
+    watcher = watch.Inotify()
+    try:
+        watcher.add(folder, watch.IN_CLOSE_WRITE)
+        assert stage.commit() is not None
+        data = os.read(watcher.fd, 1 << 16)
+    finally:
+        watcher.close()
+    assert stage.fd == number
+    assert fcntl.fcntl(number, fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDONLY
+    assert fcntl.fcntl(number, fcntl.F_GETFD) & fcntl.FD_CLOEXEC
+    assert os.fstat(number).st_ino == staged.st_ino == (folder / "a.md").stat().st_ino
+    closed = [name for _, mask, _, name in watch._parse(data) if mask & watch.IN_CLOSE_WRITE]
+    assert closed
+    assert all(name.startswith(STAGE_PREFIX) for name in closed), closed
+
+
+def test_a_retarget_to_another_folder_keeps_the_folder_descriptor_number(
+    place: Place, stages: list[Stage]
+) -> None:
+    stage = open_stage(stages, place, "a.md", copy=False)
+    stage.write(0, b"moved along")
+    number, other = stage._dir_fd, place.below("sub")
+    stage.retarget(other, "b.md")
+    assert stage._dir_fd == number
+    assert os.fstat(number).st_ino == folder_of(other).stat().st_ino
+    assert temps(folder_of(place)) == []
+    assert temps(folder_of(other)) == [stage.temp]
+    assert stage.commit() is not None
+    assert (folder_of(other) / "b.md").read_bytes() == b"moved along"
 
 
 def test_first_write_creates_the_folders(place: Place, stages: list[Stage]) -> None:
