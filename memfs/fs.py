@@ -396,7 +396,7 @@ class MemFS(pyfuse3.Operations):
             f.data = b""
             if writing:
                 f.unsaved = f.keeps_history = True
-                await self._stage_empty(f, staging.FILE_MODE)
+                await self._stage_empty(f, staging.FILE_MODE, self._writable(key))
             return pyfuse3.FileInfo(fh=self.files.add(f), direct_io=True)
         if not writing:
             return self._open_for_read(f, project, leaf)
@@ -489,7 +489,7 @@ class MemFS(pyfuse3.Operations):
     async def _open_for_write(
         self, f: OpenFile, project: Project, leaf: Leaf, flags: int
     ) -> pyfuse3.FileInfo:
-        self._writable(f.key)
+        place = self._writable(f.key)
         if leaf.kind not in (Kind.FILE, Kind.MEMORY):
             raise _err(errno.EACCES)
         f.version = leaf.version
@@ -498,7 +498,7 @@ class MemFS(pyfuse3.Operations):
             # Nothing of the head is read: no descriptor of it is opened (closing it after
             # the commit would free the replaced inode on the request thread).
             mode = leaf.version.mode if leaf.kind is Kind.FILE and leaf.version else 0o644
-            await self._stage_empty(f, mode or staging.FILE_MODE)
+            await self._stage_empty(f, mode or staging.FILE_MODE, place)
             # `> file` empties the file even if nothing is written; a shell closes a dup of
             # the descriptor (a flush) before writing, so the bare truncation commits only
             # at release, and readers never see the empty in-between file.
@@ -520,16 +520,22 @@ class MemFS(pyfuse3.Operations):
             raise _err(errno.EACCES)
         return writes.target_folder(self.catalog, *key)
 
-    async def _stage_empty(self, f: OpenFile, mode: int) -> None:
-        """An empty stage for ``f``: O_TRUNC, or a create."""
+    async def _stage_empty(self, f: OpenFile, mode: int, place: staging.Place) -> None:
+        """An empty stage for ``f`` in ``place`` (`_writable`): O_TRUNC, or a create."""
         await self._stage(
-            f, lambda place, name: staging.Stage(place, name, initial_fd=None, mode=mode)
+            f,
+            lambda place, name: staging.Stage(place, name, initial_fd=None, mode=mode),
+            place,
         )
 
-    async def _stage(self, f: OpenFile, make: MakeStage) -> None:
-        """Make ``f``'s stage in a worker (it may create the own source's folders)."""
-        place, name = self._writable(f.key), parent_of(f.key[1])[1]
-        f.stage = await workers.run(make, place, name)
+    async def _stage(
+        self, f: OpenFile, make: MakeStage, place: staging.Place | None = None
+    ) -> None:
+        """Make ``f``'s stage in a worker (it may create the own source's folders), in
+        ``place``, the own folder of ``f``'s name (`_writable`, if not given)."""
+        if place is None:
+            place = self._writable(f.key)
+        f.stage = await workers.run(make, place, parent_of(f.key[1])[1])
         f.data = None  # reads now see the writer's own bytes
         self.kernel.changed()  # readers of its inode now read past the page cache
         await self._folders_made(f.key)
@@ -560,7 +566,7 @@ class MemFS(pyfuse3.Operations):
         key = self._child_key(parent_inode, name)
         if parent_inode == ROOT_INODE:
             raise _err(errno.EACCES)  # the root holds projects only
-        self._writable(key)
+        place = self._writable(key)
         project = await self._project(key[0])
         if project.tree.is_dir(key[1]):
             raise _err(errno.EISDIR)
@@ -570,7 +576,7 @@ class MemFS(pyfuse3.Operations):
         ino = self.inodes.number(key)
         f = OpenFile(ino, key, writer=True, pid=ctx.pid, append=bool(flags & os.O_APPEND))
         f.unsaved = f.keeps_history = True
-        await self._stage_empty(f, writes.new_mode(mode, ctx.umask))
+        await self._stage_empty(f, writes.new_mode(mode, ctx.umask), place)
         fh = self.files.add(f)
         # Not committed yet: one write costs one commit. Until then the name is pending:
         # memfs answers for it from the stage, so lookups, stat and listings still see it.
@@ -605,6 +611,8 @@ class MemFS(pyfuse3.Operations):
 
     @_handler
     async def _flush(self, f: OpenFile) -> None:
+        if not (f.failed or f.unsaved or (f.stage is not None and f.stage.dirty)):
+            return  # nothing to commit or report (an fsync committed it): no look at /proc
         if self._writer_killed(f):
             return
         if f.failed:
@@ -890,8 +898,11 @@ class MemFS(pyfuse3.Operations):
         """Apply ``plan`` in one worker call, absorb what it found, publish; then raise the
         error of the step that failed, if one did (the view shows the disk either way)."""
         apply = plan.application(project, self.config.limits.max_file_bytes)
-        async with self._commit_lock:
+        await self._take_commit_lock()
+        try:
             applied = await workers.run(apply)
+        finally:
+            self._commit_lock.release()
         if writes.absorb(self.catalog, project, plan, applied):
             self.publish_root(project.slug)
         self._publish(project)
@@ -899,6 +910,14 @@ class MemFS(pyfuse3.Operations):
             self.watcher.read_ahead_soon(project)  # the next renderings read off this thread
         if applied.error is not None:
             raise applied.error
+
+    async def _take_commit_lock(self) -> None:
+        """The commit lock, at once when it is free: `async with` would yield to the loop
+        first, a round of the scheduler per plan (the worker call after it checkpoints)."""
+        try:
+            self._commit_lock.acquire_nowait()
+        except trio.WouldBlock:
+            await self._commit_lock.acquire()
 
     # --- keeping the kernel true after a change --------------------------------------
 

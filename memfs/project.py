@@ -345,7 +345,9 @@ class Project:
                 versions[i] = new  # only the atime moved: shown, but no change of the file
                 self._refresh(f.path)
             return
-        why = "" if named else _path_reason(f.path)
+        # A path that has a version passed the rules or is claimed (a claim lasts while the
+        # path has a version), and the rules look at the path alone: no need to ask again.
+        why = "" if named or versions else _path_reason(f.path)
         if why and not self._exempt(f.path):
             self.drop_version(i, f.path)  # first: it forgets the path's left-out entry
             self._leave_out(i, f.path, why)
