@@ -16,6 +16,7 @@ Every handler lets out only ``FUSEError``.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import json
@@ -23,7 +24,7 @@ import logging
 import os
 import stat
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
@@ -110,6 +111,9 @@ class MemFS(pyfuse3.Operations):
         self.listings = Listings(self.shown)  # folder -> entries with attributes, kept
         self._next_dh = 1
         self._commit_lock = trio.Lock()  # one plan at a time: history names stay ordered
+        # Stages a worker is committing or moving, with what is set when it is done: a stage
+        # is not thread-safe, so the other requests of its handle wait (`_stage_free`).
+        self._stages_busy: dict[OpenFile, trio.Event] = {}
         self._watcher: Watcher | None = None
 
     @property
@@ -595,6 +599,8 @@ class MemFS(pyfuse3.Operations):
             raise _err(errno.EBADF)
         if f.stage is None:
             await self._stage_copy(f)
+        elif f in self._stages_busy:
+            await self._stage_free(f)  # a thread of the writer closed a dup meanwhile
         assert f.stage is not None
         if f.append:
             # The kernel's offset comes from its idea of the size, which other callers' stat
@@ -648,15 +654,20 @@ class MemFS(pyfuse3.Operations):
 
     async def _commit(self, f: OpenFile) -> None:
         """flush/fsync: make the staged bytes the target, atomically (SPEC 7.1)."""
+        while True:  # a flush and an fsync of one handle at once: one after the other
+            await self._stage_free(f)
+            project = await self._project(f.key[0])
+            if f not in self._stages_busy:
+                break
         stage = f.stage
         assert stage is not None
         if f.discard or f.failed:
             return
         stage.dirty = True
-        project = await self._project(f.key[0])
         created = self.files.pending(f.key) is f  # its name's first commit
         plan = self._planner(project).commit(stage, f.key[1], keep=f.keeps_history, created=created)
-        await self._run(project, plan)
+        with self._stage_busy(f):
+            await self._run(project, plan)
         f.keeps_history = f.unsaved = False
         self.files.settled(f)
         self.stats.commits += 1
@@ -689,6 +700,7 @@ class MemFS(pyfuse3.Operations):
                 log.warning("committing %s at release failed: %s", f.key, exc)
         # A handle released without a successful commit is dropped: the target stays as
         # it was (the temp file goes in a worker: unlinking is the disk's business).
+        await self._stage_free(f)  # a rename may be moving it
         if f.stage.temp:
             await workers.run(f.stage.abort)
             self._abandoned(f.key)
@@ -729,6 +741,7 @@ class MemFS(pyfuse3.Operations):
             # ftruncate, fchmod, futimens on a handle being written: its stage changes.
             if f.stage is None:
                 await self._stage_copy(f)  # ftruncate on a handle not written yet
+            await self._stage_free(f)
             f.set_attrs(self.config, mode=mode, size=size, atime_ns=atime, mtime_ns=mtime)
             return self._writers_attrs(f)
         if mode is None and size is None and not asked:
@@ -872,7 +885,9 @@ class MemFS(pyfuse3.Operations):
             for f in self.files.moved(src, dst):
                 if f.stage is not None:  # it commits under its new name (rename(2) semantics)
                     place, name = self._writable(f.key), parent_of(f.key[1])[1]
-                    await workers.run(f.stage.retarget, place, name)
+                    await self._stage_free(f)
+                    with self._stage_busy(f):
+                        await workers.run(f.stage.retarget, place, name)
 
     async def symlink(
         self, parent_inode: int, name: bytes, target: bytes, ctx: pyfuse3.RequestContext
@@ -910,6 +925,23 @@ class MemFS(pyfuse3.Operations):
             self.watcher.read_ahead_soon(project)  # the next renderings read off this thread
         if applied.error is not None:
             raise applied.error
+
+    async def _stage_free(self, f: OpenFile) -> None:
+        """Wait while a worker commits or moves ``f``'s stage (`_stage_busy`)."""
+        while (busy := self._stages_busy.get(f)) is not None:
+            await busy.wait()
+
+    @contextlib.contextmanager
+    def _stage_busy(self, f: OpenFile) -> Iterator[None]:
+        """``f``'s stage is in a worker's hands for the block: its handle's other requests
+        (a write, a truncate, a second commit) wait for it. Call `_stage_free` first."""
+        assert f not in self._stages_busy
+        done = self._stages_busy[f] = trio.Event()
+        try:
+            yield
+        finally:
+            del self._stages_busy[f]
+            done.set()
 
     async def _take_commit_lock(self) -> None:
         """The commit lock, at once when it is free: `async with` would yield to the loop

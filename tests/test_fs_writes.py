@@ -18,13 +18,16 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pyfuse3
 import pytest
+import trio
+import trio.testing
 from fakes import FakeContext, SetattrFields
 from helpers import CLAUDE_SLUG, at, fake_home, write
 from test_fs import (
@@ -48,6 +51,7 @@ from test_fs import (
 )
 
 from memfs import config as cfg
+from memfs import staging
 from memfs.fs import ROOT_INODE, MemFS
 from memfs.project import history_stamp
 
@@ -1128,6 +1132,49 @@ async def test_create_write_flush_commits_the_whole_file(sample: Sample) -> None
     assert await names(ops, "sub") == ["c.md", "new.md"]
     assert stage_leftovers(sample.home.home) == []
     assert read_only_trees(sample) == before
+
+
+async def test_a_write_while_a_worker_commits_its_handle_waits_for_the_commit(
+    sample: Sample, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One thread of a writer closes a dup of the descriptor (a flush: the commit runs in a
+    worker) while another writes through it: a stage is not thread-safe, so the write
+    waits, then goes to a new stage, and the next close commits it. Never a write into a
+    descriptor the commit is swapping, and never bytes half in the first commit."""
+    ops = sample.ops
+    fh, _ = await create(ops, "new.md")
+    assert await ok(ops, ops.write(fh, 0, b"first\n")) == 6
+    in_commit, go = threading.Event(), threading.Event()
+    commit = staging.Stage.commit
+
+    def held_commit(stage: staging.Stage, *args: Any, **kwargs: Any) -> Any:
+        in_commit.set()
+        assert go.wait(30), "the test never let the commit go on"
+        return commit(stage, *args, **kwargs)
+
+    monkeypatch.setattr(staging.Stage, "commit", held_commit)
+    wrote: list[int] = []
+
+    async def second_write() -> None:
+        wrote.append(await ok(ops, ops.write(fh, 6, b"second\n")))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(ok, ops, ops.flush(fh))
+        try:
+            deadline = trio.current_time() + 30
+            while not in_commit.is_set():
+                assert trio.current_time() < deadline, "the commit never started"
+                await trio.sleep(0.001)
+            nursery.start_soon(second_write)
+            await trio.testing.wait_all_tasks_blocked()
+            assert wrote == []  # waiting for the commit's worker
+        finally:
+            go.set()  # the held worker goes on whatever the test found
+    assert wrote == [7]
+    assert (sample.own / "new.md").read_bytes() == b"first\n"  # the first commit, whole
+    await close(ops, fh)
+    assert (sample.own / "new.md").read_bytes() == b"first\nsecond\n"
+    assert stage_leftovers(sample.home.home) == []
 
 
 async def test_a_rewrite_in_place_commits_at_flush_and_other_files_are_untouched(
