@@ -397,6 +397,11 @@ class Watcher:
                 if wd is None:
                     pending = self._pending_watch(slug, i, origin)
                     pairs += [pending] if pending is not None else []
+                    # The folder may have come between the two (a sync tool makes it and
+                    # its files in one go), and the watch on its way then never reports
+                    # it: with that watch in place, look once more.
+                    wd = self._try_add(origin.folder, _FOLDER_MASK)
+                if wd is None:
                     return sources.scan(origin.root, origin.parts, max_bytes), pairs
                 pairs.append((wd, _Folder(slug, i, "")))
                 watched.add("")

@@ -115,6 +115,42 @@ async def test_files_in_a_new_folder_of_a_loaded_project_are_seen(tmp_path: Path
         watcher.close()
 
 
+async def test_a_memory_folder_made_while_its_way_is_being_watched_is_watched(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sync tool makes ``<slug>/memory/`` and its files in one go: the folder may come
+    after memfs found it missing and before the watch on its way (the slug folder) is in
+    place, which then never reports it. memfs looks for it once more with that watch in
+    place: its files, then and later, show."""
+    own, work = tmp_path / "own" / "projects", tmp_path / "work" / "projects"
+    (own / SLUG / "memory").mkdir(parents=True)
+    (work / SLUG).mkdir(parents=True)  # a project folder with no memory yet
+    catalog = Catalog(load(tmp_path, {"own": own, "work": work}))
+    watcher = Watcher(catalog, Recorder())
+    on_the_way = watcher._pending_watch
+
+    def memory_made_meanwhile(slug: str, i: int, origin: object) -> object:
+        memory = work / SLUG / "memory"
+        if not memory.exists():
+            memory.mkdir()
+            (memory / "early.md").write_text("came with the folder\n")
+        return on_the_way(slug, i, origin)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(watcher, "_pending_watch", memory_made_meanwhile)
+    project = await watcher.load(SLUG)
+    assert project is not None
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(watcher.run)
+            await eventually(lambda: project.tree.leaf("early.md") is not None, "early.md")
+            (work / SLUG / "memory" / "later.md").write_text("synced a moment later\n")
+            await eventually(lambda: project.tree.leaf("later.md") is not None, "later.md")
+            project._check()
+            nursery.cancel_scope.cancel()
+    finally:
+        watcher.close()
+
+
 async def test_one_load_per_project_however_many_wait(tmp_path: Path) -> None:
     own = tmp_path / "own" / "projects"
     for i in range(200):
