@@ -118,16 +118,21 @@ class NullFS(pyfuse3.Operations):
         raise pyfuse3.FUSEError(errno.ENODATA)
 
 
-def main() -> int:
-    mountpoint, shape_path = sys.argv[1], Path(sys.argv[2])
-    shape = json.loads(shape_path.read_text())
-    ops = NullFS(shape["dirs"], [(p, s) for p, s in shape["files"]])
-    options = set(pyfuse3.default_options) | {"fsname=nullfs", "noatime"}
+def serve(ops: pyfuse3.Operations, mountpoint: str, fsname: str) -> None:
+    """Mount ``ops`` with memfs's mount options and answer until it is unmounted (the
+    benchmark's comparison filesystems: this one and `tests.bench.passfs`)."""
+    options = set(pyfuse3.default_options) | {f"fsname={fsname}", "noatime"}
     pyfuse3.init(ops, mountpoint, options)
     try:
         trio.run(pyfuse3.main)
     finally:
         pyfuse3.close(unmount=True)
+
+
+def main() -> int:
+    mountpoint, shape_path = sys.argv[1], Path(sys.argv[2])
+    shape = json.loads(shape_path.read_text())
+    serve(NullFS(shape["dirs"], [(p, s) for p, s in shape["files"]]), mountpoint, "nullfs")
     return 0
 
 

@@ -26,7 +26,8 @@ from collections.abc import Callable
 from typing import TypeVar
 
 import pyfuse3
-import trio
+
+from tests.bench.nullfs import serve
 
 TIMEOUT = 3600.0
 REQUESTS_XATTR = b"user.null.requests"
@@ -196,13 +197,7 @@ class PassFS(pyfuse3.Operations):
 
 def main() -> int:
     mountpoint, folder = sys.argv[1], sys.argv[2]
-    ops = PassFS(folder)
-    options = set(pyfuse3.default_options) | {"fsname=passfs", "noatime"}
-    pyfuse3.init(ops, mountpoint, options)
-    try:
-        trio.run(pyfuse3.main)
-    finally:
-        pyfuse3.close(unmount=True)
+    serve(PassFS(folder), mountpoint, "passfs")
     return 0
 
 
