@@ -161,9 +161,9 @@ def _scan_dir(fd: int, prefix: str, max_bytes: int, out: Scan, depth: int) -> No
         path = prefix + name
         try:
             st = entry.stat(follow_symlinks=False)
+            reason = _leave_out_reason(fd, name, st, max_bytes)
         except OSError:
-            continue  # vanished between listing and stat
-        reason = _leave_out_reason(fd, name, st, max_bytes)
+            continue  # vanished since the listing (a new file at the name has its event)
         if reason == "":
             is_dir = stat.S_ISDIR(st.st_mode)
             by_name = names.left_out_reason(name, folder=is_dir)
@@ -215,6 +215,11 @@ def _leave_out_reason(fd: int, name: str, st: os.stat_result, max_bytes: int) ->
     if st.st_size > max_bytes:
         return f"over {max_bytes} bytes"
     if not os.access(name, os.R_OK, dir_fd=fd, follow_symlinks=False):
+        # access() only says no: a file renamed away or removed since its stat (a writer's
+        # temp file, a moment later) is gone, not unreadable.
+        again = os.stat(name, dir_fd=fd, follow_symlinks=False)  # FileNotFoundError: gone
+        if (again.st_dev, again.st_ino) != (st.st_dev, st.st_ino):
+            raise FileNotFoundError(errno.ENOENT, "replaced since its stat", name)
         return "unreadable"
     return ""
 

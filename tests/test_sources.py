@@ -301,3 +301,37 @@ def test_valid_name(name: str, valid: bool) -> None:
 def test_split() -> None:
     assert sources.split("a//b/c/") == ["a", "b", "c"]
     assert sources.split("") == []
+
+
+@pytest.fixture
+def vanishing(memory: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """``going.md``, renamed away between memfs's stat of it and its access check (a
+    writer's temp file renamed over its target a moment later)."""
+    going = write(memory / "going.md", "a temp file\n", at(5))
+    access = os.access
+
+    def renamed_meanwhile(name: str, mode: int, **kwargs: object) -> bool:
+        if name == "going.md" and going.exists():
+            going.rename(memory / "gone.md")
+            return False  # what access() says of a name that is not there
+        return access(name, mode, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(sources.os, "access", renamed_meanwhile)
+    return going
+
+
+def test_a_file_gone_between_its_stat_and_its_access_check_is_not_unreadable(
+    memory: Path, vanishing: Path
+) -> None:
+    root, parts = memory.parent.parent, (memory.parent.name, memory.name)
+    assert sources.look(root, parts, "going.md", MAX) is None  # gone, not left out
+
+
+def test_a_scan_meeting_a_file_gone_after_its_stat_goes_on_without_it(
+    memory: Path, vanishing: Path
+) -> None:
+    write(memory / "stays.md", "here\n", at(6))
+    found = scan(memory)
+    # gone.md came after the listing: its own event brings it.
+    assert [f.path for f in found.files] == ["stays.md"]
+    assert found.left_out == []  # nothing logged and counted as unreadable
