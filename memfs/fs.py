@@ -24,7 +24,7 @@ import logging
 import os
 import stat
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
@@ -112,7 +112,7 @@ class MemFS(pyfuse3.Operations):
         self._next_dh = 1
         self._commit_lock = trio.Lock()  # one plan at a time: history names stay ordered
         # Stages a worker is committing or moving, with what is set when it is done: a stage
-        # is not thread-safe, so the other requests of its handle wait (`_stage_free`).
+        # is not thread-safe, so the other requests of its handle wait (`_stage_held`).
         self._stages_busy: dict[OpenFile, trio.Event] = {}
         self._watcher: Watcher | None = None
 
@@ -654,19 +654,17 @@ class MemFS(pyfuse3.Operations):
 
     async def _commit(self, f: OpenFile) -> None:
         """flush/fsync: make the staged bytes the target, atomically (SPEC 7.1)."""
-        while True:  # a flush and an fsync of one handle at once: one after the other
-            await self._stage_free(f)
-            project = await self._project(f.key[0])
-            if f not in self._stages_busy:
-                break
-        stage = f.stage
-        assert stage is not None
-        if f.discard or f.failed:
-            return
-        stage.dirty = True
-        created = self.files.pending(f.key) is f  # its name's first commit
-        plan = self._planner(project).commit(stage, f.key[1], keep=f.keeps_history, created=created)
-        with self._stage_busy(f):
+        project = await self._project(f.key[0])
+        async with self._stage_held(f):  # a flush and an fsync at once: one after the other
+            stage = f.stage
+            assert stage is not None
+            if f.discard or f.failed:
+                return
+            stage.dirty = True
+            created = self.files.pending(f.key) is f  # its name's first commit
+            plan = self._planner(project).commit(
+                stage, f.key[1], keep=f.keeps_history, created=created
+            )
             await self._run(project, plan)
         f.keeps_history = f.unsaved = False
         self.files.settled(f)
@@ -885,8 +883,7 @@ class MemFS(pyfuse3.Operations):
             for f in self.files.moved(src, dst):
                 if f.stage is not None:  # it commits under its new name (rename(2) semantics)
                     place, name = self._writable(f.key), parent_of(f.key[1])[1]
-                    await self._stage_free(f)
-                    with self._stage_busy(f):
+                    async with self._stage_held(f):
                         await workers.run(f.stage.retarget, place, name)
 
     async def symlink(
@@ -927,16 +924,16 @@ class MemFS(pyfuse3.Operations):
             raise applied.error
 
     async def _stage_free(self, f: OpenFile) -> None:
-        """Wait while a worker commits or moves ``f``'s stage (`_stage_busy`)."""
+        """Wait while a worker commits or moves ``f``'s stage (`_stage_held`)."""
         while (busy := self._stages_busy.get(f)) is not None:
             await busy.wait()
 
-    @contextlib.contextmanager
-    def _stage_busy(self, f: OpenFile) -> Iterator[None]:
-        """``f``'s stage is in a worker's hands for the block: its handle's other requests
-        (a write, a truncate, a second commit) wait for it. Call `_stage_free` first."""
-        assert f not in self._stages_busy
-        done = self._stages_busy[f] = trio.Event()
+    @contextlib.asynccontextmanager
+    async def _stage_held(self, f: OpenFile) -> AsyncIterator[None]:
+        """``f``'s stage in a worker's hands for the block, once whoever held it let go: its
+        handle's other requests (a write, a truncate, a second commit, the release) wait."""
+        await self._stage_free(f)
+        done = self._stages_busy[f] = trio.Event()  # no checkpoint since it was free
         try:
             yield
         finally:
