@@ -127,6 +127,9 @@ class MemFS(pyfuse3.Operations):
         self._watcher = watcher
         if watcher is not None:
             watcher.warm = self._warm
+        # A warm open trusts inotify to tell a file rewritten in place (kernel.Share) only
+        # while every folder is watched.
+        self.kernel.trusts_inotify = watcher is not None and not watcher.watch_failures
 
     def _warm(self, project: Project) -> None:
         project.preamble(f"{self.mountpoint}/{project.slug}")
@@ -297,7 +300,7 @@ class MemFS(pyfuse3.Operations):
 
     @_handler
     async def opendir(self, inode: int, ctx: pyfuse3.RequestContext) -> int:
-        self._count("opendir")
+        self.stats.opendir += 1
         slug, path = self._key(inode)
         if inode == ROOT_INODE:
             await self._listed()
@@ -319,7 +322,7 @@ class MemFS(pyfuse3.Operations):
 
     @_handler
     async def readdir(self, fh: int, start_id: int, token: pyfuse3.ReaddirToken) -> None:
-        self._count("readdir")
+        self.stats.readdir += 1
         listing = self._listings.get(fh)
         entries = listing.entries if listing is not None else []
         project: Project | None = None  # the entries of a project folder share its project
@@ -368,13 +371,14 @@ class MemFS(pyfuse3.Operations):
         return attrs
 
     async def releasedir(self, fh: int) -> None:
+        self.stats.releasedir += 1
         self._listings.pop(fh, None)
 
     # --- reading ---------------------------------------------------------------------
 
     async def open(self, inode: int, flags: int, ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
         # Not wrapped in _handler: everything on the warm path below raises nothing.
-        self._count("open")
+        self.stats.open += 1
         if not flags & _NOT_A_PLAIN_READ:
             share = self.kernel.shared(inode, self.inodes.epoch, self.catalog.loaded())
             if share is not None:
@@ -486,7 +490,26 @@ class MemFS(pyfuse3.Operations):
             return f.stage.read(off, size)
         if f.data is not None:
             return f.data[off : off + size]
+        if f.token is not None and self.kernel.trusts_inotify:
+            self._still_its_version(f)
         return os.pread(f.fd, size, off)
+
+    def _still_its_version(self, f: OpenFile) -> None:
+        """A read of a handle served through the page cache: the pages the kernel lacks
+        must come from the version the others came from. Warm opens trust inotify
+        (kernel.Share), so a file rewritten in place a moment ago may still be read
+        through here: refused (EIO) rather than mixed, and looked at again."""
+        v = f.version
+        assert v is not None
+        st = os.fstat(f.fd)
+        if st.st_mtime_ns == v.mtime_ns and st.st_size == v.size:
+            return
+        log.warning("%s/%s was rewritten in place while read through the page cache", *f.key)
+        self.kernel.changed()
+        project = self.catalog.loaded().get(f.key[0])
+        if project is not None and self.watcher is not None:
+            self.watcher.recheck(project, v.origin, v.path)
+        raise _err(errno.EIO)
 
     # --- writing ---------------------------------------------------------------------
 
@@ -610,7 +633,7 @@ class MemFS(pyfuse3.Operations):
 
     async def flush(self, fh: int) -> None:
         # Not wrapped in _handler: a reader's flush (most of them) does nothing.
-        self._count("flush")
+        self.stats.flush += 1
         f = self.files.get(fh)
         if f is not None and f.writer:
             await self._flush(f)
@@ -672,7 +695,7 @@ class MemFS(pyfuse3.Operations):
 
     async def release(self, fh: int) -> None:
         # Not wrapped in _handler: leaving a share raises nothing.
-        self._count("release")
+        self.stats.release += 1
         f = self.files.get(fh)
         if f is not None and f.shared:
             self.files.leave(fh, f)
@@ -963,6 +986,12 @@ class MemFS(pyfuse3.Operations):
 
     def root_changed(self, slug: str) -> None:
         self.publish_root(slug)
+
+    def rewriting(self) -> None:
+        self.kernel.changed()  # every share takes the long way at its next open
+
+    def watch_failed(self) -> None:
+        self.kernel.trusts_inotify = False
 
     def publish_root(self, slug: str) -> None:
         self.kernel.publish_root(slug, self.inodes.known)

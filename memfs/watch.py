@@ -43,7 +43,7 @@ from typing import Protocol
 
 import trio
 
-from memfs import sources, state, workers
+from memfs import names, sources, state, workers
 from memfs.catalog import Catalog
 from memfs.project import Origin, Project, read_bodies
 
@@ -80,6 +80,10 @@ _FOLDER_MASK = (
     | IN_DONT_FOLLOW
     | IN_EXCL_UNLINK
 )
+# What a write into an existing file raises: its bytes or its mtime change under the same
+# inode, so a descriptor of it no longer shows the version it opened (`Listener.rewriting`).
+# An overflow may have lost such an event.
+_UNTRUSTED = IN_MODIFY | IN_CLOSE_WRITE | IN_ATTRIB | IN_Q_OVERFLOW
 _ROOT_MASK = _ENTRY_EVENTS | IN_ONLYDIR | IN_DONT_FOLLOW
 _EVENT = struct.Struct("iIII")
 MARK_WAIT_S = 0.002  # how long a rename's events wait for memfs's mark (`Inotify.read`)
@@ -180,6 +184,11 @@ class Inotify:
 class Listener(Protocol):
     def project_changed(self, project: Project) -> None: ...
     def root_changed(self, slug: str) -> None: ...
+    # A file may have been rewritten in place (told as the events are read, before they
+    # are looked at): warm opens must stop trusting what they knew (kernel.Share).
+    def rewriting(self) -> None: ...
+    # A folder could not be watched: changes in it may go untold.
+    def watch_failed(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -307,6 +316,7 @@ class Watcher:
         self._ahead_settling: trio.CancelScope | None = None  # while waiting for a pause
         self._ahead_wake = trio.Event()
         self.events = 0
+        self.watch_failures = 0  # folders that could not be watched (other than gone)
         self.overflows = 0
         self.loads = 0
         # Called in the worker on a project just built, before anyone sees it: the adapter
@@ -430,7 +440,14 @@ class Watcher:
         except OSError as exc:
             if exc.errno not in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
                 log.warning("cannot watch %s: %s", path, exc)
+                self.watch_failures += 1  # told on the trio thread (`_told_of_failures`)
             return None
+
+    def _told_of_failures(self) -> None:
+        """Trio thread: after watches were added (here or in a worker), a failed one is
+        told to the adapter before whatever it watches is served."""
+        if self.watch_failures:
+            self.listener.watch_failed()
 
     def _register(self, project: Project, pairs: Pairs) -> None:
         """Trio thread: the watches a worker added are ours now; replay what they saw."""
@@ -445,6 +462,7 @@ class Watcher:
             self._stashed = 0
         if replay:
             self._send.send_nowait(replay)
+        self._told_of_failures()
 
     def recheck(self, project: Project, i: int, path: str) -> None:
         """A request found ``path`` of origin ``i`` changed on disk before inotify said so:
@@ -509,6 +527,7 @@ class Watcher:
 
     def _add(self, path: Path, mask: int, target: _Target) -> bool:
         wd = self._try_add(path, mask)
+        self._told_of_failures()
         if wd is None:
             return False
         self._targets[wd] = target
@@ -527,6 +546,8 @@ class Watcher:
         while True:
             batch = await self.inotify.read()
             self.events += len(batch)
+            if any(m & _UNTRUSTED and not names.is_stage(name) for _, m, name in batch):
+                self.listener.rewriting()
             self._send.send_nowait(batch)
 
     async def _process(self, item: list[Event] | _Work) -> None:
@@ -551,6 +572,7 @@ class Watcher:
             for job, result in zip(jobs, results, strict=True):
                 before.setdefault(job[0].slug, job[0].generation)
                 self._absorb(job, result, touched)
+        self._told_of_failures()  # a rescan's worker may have added watches
         for project in touched.values():
             self.listener.project_changed(project)
         # Only a project whose view changed needs bodies read ahead: the looks of memfs's

@@ -816,6 +816,52 @@ async def test_a_read_open_takes_the_long_way_once_its_share_may_not_hold(
     ops._check()
 
 
+async def test_a_warm_open_trusting_inotify_joins_without_a_look_at_the_disk(
+    sample: Sample,
+) -> None:
+    """With every folder watched (a mount), a warm open checks nothing on disk (issue 14):
+    a file rewritten in place is told by inotify, and until the watcher reads that event
+    the open reads the version before it, as SPEC 5.4 allows, but never a mix: a page
+    the kernel lacks is refused rather than read from the new bytes."""
+    ops = sample.ops
+    ops.kernel.trusts_inotify = True
+    a = await walk(ops, f"{CLAUDE_SLUG}/a.md")
+    assert await cat(ops, a.st_ino) == OWN_A.encode()
+    assert await cat(ops, a.st_ino) == OWN_A.encode()
+    assert ops.kernel.shared_opens == 1
+    with (sample.own / "a.md").open("r+b") as f:
+        f.write(b"OWN A, longer than it was\n")
+    # The event not read yet: the open joins, and a read (a page the kernel lacks) fails.
+    joined = await ops.open(a.st_ino, os.O_RDONLY, CTX)
+    assert ops.kernel.shared_opens == 2
+    assert await fuse_errno(ops.read(joined.fh, 0, 4096)) == errno.EIO
+    await ops.release(joined.fh)
+    # That refusal alone sends the next open the long way, which reads the disk's bytes.
+    assert await cat(ops, a.st_ino) == b"OWN A, longer than it was\n"
+    assert ops.kernel.shared_opens == 2
+    ops._check()
+
+
+async def test_a_write_told_by_inotify_sends_the_next_warm_open_the_long_way(
+    sample: Sample,
+) -> None:
+    ops = sample.ops
+    ops.kernel.trusts_inotify = True
+    a = await walk(ops, f"{CLAUDE_SLUG}/a.md")
+    assert await cat(ops, a.st_ino) == OWN_A.encode()
+    assert await cat(ops, a.st_ino) == OWN_A.encode()
+    with (sample.own / "a.md").open("r+b") as f:
+        f.write(b"OWN")
+    ops.rewriting()  # what the watcher says as it reads the write's events
+    assert await cat(ops, a.st_ino) == b"OWN a\n"
+    assert ops.kernel.shared_opens == 1
+    # A folder memfs cannot watch: warm opens check the disk again, one fstat each (as
+    # `test_a_read_open_takes_the_long_way_once_its_share_may_not_hold` shows).
+    ops.watch_failed()
+    assert not ops.kernel.trusts_inotify
+    ops._check()
+
+
 async def test_history_files_read_the_version_they_name(sample: Sample) -> None:
     ops = sample.ops
     found = await walk(ops, f"{CLAUDE_SLUG}/{WORK_A_HISTORY}")

@@ -6,6 +6,7 @@ here the listener records. Waits poll a condition under a deadline.
 
 from __future__ import annotations
 
+import errno
 import gc
 import os
 import sys
@@ -35,12 +36,20 @@ class Recorder:
     def __init__(self) -> None:
         self.roots: list[str] = []
         self.projects: list[str] = []
+        self.rewritings = 0
+        self.watch_failures = 0
 
     def project_changed(self, project: Project) -> None:
         self.projects.append(project.slug)
 
     def root_changed(self, slug: str) -> None:
         self.roots.append(slug)
+
+    def rewriting(self) -> None:
+        self.rewritings += 1
+
+    def watch_failed(self) -> None:
+        self.watch_failures += 1
 
 
 def load(tmp_path: Path, roots: dict[str, Path]) -> cfg.Config:
@@ -378,3 +387,57 @@ async def test_memfs_s_own_renames_are_skipped_but_not_what_follows_them(tmp_pat
             nursery.cancel_scope.cancel()
     finally:
         watcher.close()
+
+
+async def test_a_write_into_a_file_is_told_as_its_events_are_read_but_not_a_stage_s(
+    tmp_path: Path,
+) -> None:
+    """Warm opens trust inotify (kernel.Share): the adapter hears of a file rewritten in
+    place as soon as the events are read, before any look at the disk; memfs's own
+    stages, written the same way, say nothing."""
+    own = tmp_path / "own" / "projects"
+    memory = own / SLUG / "memory"
+    memory.mkdir(parents=True)
+    (memory / "a.md").write_text("a\n")
+    catalog = Catalog(load(tmp_path, {"own": own}))
+    recorder = Recorder()
+    watcher = Watcher(catalog, recorder)
+    assert await watcher.load(SLUG) is not None
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(watcher.run)
+            (memory / f"{sources.STAGE_PREFIX}x").write_text("staged\n")
+            (memory / "b.md").mkdir()  # an entry event: a name, not bytes, changed
+            await eventually(lambda: watcher.events >= 4, "the stage's and folder's events")
+            assert recorder.rewritings == 0
+            with (memory / "a.md").open("r+") as f:
+                f.write("A")
+            await eventually(lambda: recorder.rewritings > 0, "the write into a.md told")
+            nursery.cancel_scope.cancel()
+    finally:
+        watcher.close()
+    assert recorder.watch_failures == 0
+
+
+async def test_a_folder_that_cannot_be_watched_is_told(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    own = tmp_path / "own" / "projects"
+    (own / SLUG / "memory" / "deeper").mkdir(parents=True)
+    catalog = Catalog(load(tmp_path, {"own": own}))
+    recorder = Recorder()
+    watcher = Watcher(catalog, recorder)
+    add = watcher.inotify.add
+
+    def full(path: Path, mask: int) -> int:
+        if path.name == "deeper":
+            raise OSError(errno.ENOSPC, "inotify_add_watch: no space left on device")
+        return add(path, mask)
+
+    monkeypatch.setattr(watcher.inotify, "add", full)
+    try:
+        assert await watcher.load(SLUG) is not None
+    finally:
+        watcher.close()
+    assert watcher.watch_failures == 1
+    assert recorder.watch_failures == 1
