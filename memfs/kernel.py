@@ -225,8 +225,7 @@ class Kernel:
     def shared(self, ino: int, inode_epoch: int, loaded: dict[str, Project]) -> Share | None:
         """The share a read open of ``ino`` joins now, or None: then it takes the long way
         (and a share that no longer holds is forgotten). Raises nothing: it runs outside
-        the handlers' error translation. Every warm read open runs it: one function, its
-        checks inline."""
+        the handlers' error translation. Every warm read open runs it."""
         share = self.shares.get(ino)
         if share is None:
             return None
@@ -241,12 +240,12 @@ class Kernel:
             if fd < 0:
                 current = self._pinned_again(share)
             elif self.trusts_inotify:
-                # A write into the file raised an event before the writer's call returned;
-                # reading it bumped the epoch (`Listener.rewriting`), so the share above is
-                # older than no such write but one whose event is not read yet. Its open
-                # then reads the version before, as SPEC 5.4 allows until a change shows,
-                # and `fs.read` refuses a page the kernel lacks rather than mix the two.
-                # No fstat: on this virtual machine it cost 6 µs a warm open (issue 14).
+                # A write into the file queued an inotify event before the writer's call
+                # returned, and reading that event bumps the epoch (`Listener.rewriting`):
+                # a share that passed the stamps above missed only a write whose event is
+                # not read yet. Its open reads the version before, as SPEC 5.4 allows
+                # until a change shows; `fs.read` refuses a page the kernel lacks rather
+                # than mix the two. No fstat: it cost 6 µs of a warm open here (issue 14).
                 current = True
             else:
                 try:
@@ -276,11 +275,7 @@ class Kernel:
             fd, f.fd = f.fd, -1
             with contextlib.suppress(OSError):  # this must not raise (fs.release)
                 os.close(fd)
-        cached = self._cached.get(f.ino)  # `closed`, inline: every warm release runs it
-        if cached is not None and cached.readers:
-            cached.readers -= 1
-            if not cached.readers and f.ino in self._drained:
-                self._drained.pop(f.ino).set()
+        self.closed(f.ino)
 
     def changed(self) -> None:
         """Something an open's service depends on changed (a writer's stage came): every

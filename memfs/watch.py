@@ -572,7 +572,6 @@ class Watcher:
             for job, result in zip(jobs, results, strict=True):
                 before.setdefault(job[0].slug, job[0].generation)
                 self._absorb(job, result, touched)
-        self._told_of_failures()  # a rescan's worker may have added watches
         for project in touched.values():
             self.listener.project_changed(project)
         # Only a project whose view changed needs bodies read ahead: the looks of memfs's
