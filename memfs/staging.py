@@ -335,35 +335,36 @@ def keep_version(dir_fd: int, name: str, keep: Keep) -> list[str]:
     if not stat.S_ISREG(st.st_mode):
         return []
     kfd = open_dir(keep.folder, create=True)
-    touched = []
     try:
+        names = os.listdir(kfd)
         base = history.order(history.version_name(keep.prefix, st.st_mtime_ns))[0]
         # One more than the highest number of this second, never a freed lower one: the
         # newest kept version must sort last, or pruning would take it first.
-        taken = [history.order(n)[1] for n in os.listdir(kfd) if history.order(n)[0] == base]
+        taken = [history.order(n)[1] for n in names if history.order(n)[0] == base]
         n = max(taken, default=0) + 1
-        while True:
-            target = history.version_name(keep.prefix, st.st_mtime_ns, n)
+        target = history.version_name(keep.prefix, st.st_mtime_ns, n)
+        # The last ``last`` of the versions with this one among them. Pruned first, then
+        # linked: memfs killed between the two leaves no more than ``last``.
+        mine = sorted(
+            [v for v in names if v.startswith(keep.prefix + "@")] + [target], key=history.order
+        )
+        dropped = mine[: max(0, len(mine) - keep.last)]
+        touched = [old for old in dropped if old != target]
+        for old in touched:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(old, dir_fd=kfd)
+        while target not in dropped:  # the replaced version is not older than all it keeps
             try:
                 os.link(name, target, src_dir_fd=dir_fd, dst_dir_fd=kfd, follow_symlinks=False)
                 touched.append(target)
                 break
-            except FileExistsError:
+            except FileExistsError:  # made since the listing: the next number
                 n += 1
-        touched += _prune(kfd, keep.prefix + "@", keep.last)
+                target = history.version_name(keep.prefix, st.st_mtime_ns, n)
         os.fsync(kfd)
     finally:
         os.close(kfd)
     return touched
-
-
-def _prune(kfd: int, prefix: str, keep_last: int) -> list[str]:
-    names = sorted((n for n in os.listdir(kfd) if n.startswith(prefix)), key=history.order)
-    pruned = names[: max(0, len(names) - keep_last)]
-    for old in pruned:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(old, dir_fd=kfd)
-    return pruned
 
 
 def replace(folder: Place, name: str, data: bytes, mtime_ns: int | None = None) -> None:

@@ -349,6 +349,42 @@ def test_kept_versions_are_pruned_to_the_last_n(place: Place) -> None:
     assert target.read_bytes() == b"v5"
 
 
+def test_a_commit_killed_after_keeping_a_version_leaves_at_most_the_last_n(
+    place: Place, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """memfs killed right after a version is linked into the history (the crash test's
+    SIGKILL can land there): the history already holds no more than ``last``."""
+    folder = folder_of(place)
+    target = write(folder / "handoff.md", "v0", at(0))
+    for n in range(1, 4):
+        set_mtime(target, at(n * 60))
+        stage = Stage(place, "handoff.md", initial_fd=None, mode=0o644)
+        try:
+            stage.write(0, f"v{n}".encode())
+            stage.commit(keep_of(place, "handoff.md", 3))
+        finally:
+            stage.abort()
+    assert len(kept(place, "handoff.md")) == 3
+    link = os.link
+
+    def killed_after(*args: object, **kwargs: object) -> None:
+        link(*args, **kwargs)  # type: ignore[arg-type]
+        raise SystemExit("killed")
+
+    monkeypatch.setattr(staging.os, "link", killed_after)
+    set_mtime(target, at(4 * 60))
+    stage = Stage(place, "handoff.md", initial_fd=None, mode=0o644)
+    try:
+        stage.write(0, b"v4")
+        with pytest.raises(SystemExit):
+            stage.commit(keep_of(place, "handoff.md", 3))
+    finally:
+        stage.abort()
+    names = kept(place, "handoff.md")
+    assert names == [f"claude@{history_stamp(at(n * 60))}.md" for n in (2, 3, 4)]
+    assert target.read_bytes() == b"v3"  # the commit never replaced it
+
+
 def test_kept_versions_in_the_same_second(place: Place) -> None:
     folder = folder_of(place)
     for body in ("v1", "v2", "v3"):
