@@ -720,13 +720,9 @@ def summarise(results: dict[str, Any]) -> dict[str, Any]:
                 "items": mine[0][phase]["n"],
                 "folders": mine[0][phase].get("folders", 0),
             }
-            reqs = [sum(r[phase]["requests"].values()) for r in mine]
-            if any(reqs):
-                # memfs does not count releasedir; one per opendir.
-                extra = [
-                    r[phase]["requests"].get("opendir", 0) if system == "memfs" else 0 for r in mine
-                ]
-                total = [a + b for a, b in zip(reqs, extra, strict=True)]
+            # Every system counts every request (memfs its releasedir since e8a7a76).
+            total = [sum(r[phase]["requests"].values()) for r in mine]
+            if any(total):
                 entry["requests_per_item"] = measure.median(
                     [t / r[phase]["n"] for t, r in zip(total, mine, strict=True)]
                 )
