@@ -307,8 +307,9 @@ class MemFS(pyfuse3.Operations):
             names = [(HERE, HERE_KEY), *((s, (s, "")) for s in self.catalog.slugs())]
             listing = Listing((-1, -1), [(os.fsencode(n), k, None) for n, k in names])
         else:
-            project = await self._project(slug)
-            pending = list(self.files.pending_names(slug, path))
+            # Loaded, as on every warm walk: no coroutine for `_project`.
+            project = self.catalog.loaded().get(slug) or await self._project(slug)
+            pending = list(self.files.pending_names(slug, path)) if self.files.creating() else []
             found = self.listings.of(project, path, pending, self.inodes.epoch)
             if found is None:
                 raise _err(errno.ENOTDIR if project.tree.leaf(path) else errno.ENOENT)
@@ -334,7 +335,7 @@ class MemFS(pyfuse3.Operations):
             name, key, attrs = entries[pos]
             in_project = bool(key[0] and key[1])  # not an entry of the root
             if in_project and project is None:
-                project = await self._project(key[0])
+                project = self.catalog.loaded().get(key[0]) or await self._project(key[0])
                 kept = listing is not None and listing.holds(project, self.inodes.epoch)
             if key[1] == PREAMBLE and project is not None and listing is not None:
                 try:
@@ -353,8 +354,7 @@ class MemFS(pyfuse3.Operations):
             if not pyfuse3.readdir_reply(token, name, attrs, pos + 1):
                 break
             taken.append(attrs.st_ino)
-        for ino in taken:
-            self.inodes.looked_up(ino)
+        self.inodes.looked_up_all(taken)
 
     def _preamble_entry(
         self, listing: Listing, key: Key, project: Project, kept: bool

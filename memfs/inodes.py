@@ -59,6 +59,12 @@ class Inodes:
     def looked_up(self, ino: int) -> None:
         self._lookups[ino] += 1
 
+    def looked_up_all(self, inos: list[int]) -> None:
+        """Each of ``inos`` once (a readdir reply's entries): one call a reply."""
+        lookups = self._lookups
+        for ino in inos:
+            lookups[ino] += 1
+
     def lookups(self, ino: int) -> int:
         return self._lookups.get(ino, 0)
 

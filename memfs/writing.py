@@ -163,6 +163,10 @@ class OpenFiles:
         if self._pending.get(f.key) is f:
             del self._pending[f.key]
 
+    def creating(self) -> bool:
+        """Whether any name is being created (most listings: none)."""
+        return bool(self._pending)
+
     def pending_names(self, slug: str, folder: str) -> Iterator[str]:
         prefix = f"{folder}/" if folder else ""
         for s, path in self._pending:
