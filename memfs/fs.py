@@ -325,36 +325,50 @@ class MemFS(pyfuse3.Operations):
     async def readdir(self, fh: int, start_id: int, token: pyfuse3.ReaddirToken) -> None:
         self.stats.readdir += 1
         listing = self._listings.get(fh)
-        entries = listing.entries if listing is not None else []
-        project: Project | None = None  # the entries of a project folder share its project
+        if listing is None or start_id >= len(listing.entries):
+            return  # the end (every `ls` asks once more until an empty reply)
+        entries = listing.entries
+        # The entries of a project folder share its project; the root's (slugs) have none.
+        project: Project | None = None
         kept = False  # whether the attributes kept in the listing still hold
+        slug, path = entries[start_id][1]
+        if slug and path:
+            project = self.catalog.loaded().get(slug) or await self._project(slug)
+            kept = listing.holds(project, self.inodes.epoch)
         # Every entry the reply takes counts as a kernel lookup, but only once the reply is
         # sent: a readdir that fails mid-way sends the kernel an error and none of them.
         taken: list[int] = []
+        reply = pyfuse3.readdir_reply
         for pos in range(start_id, len(entries)):
             name, key, attrs = entries[pos]
-            in_project = bool(key[0] and key[1])  # not an entry of the root
-            if in_project and project is None:
-                project = self.catalog.loaded().get(key[0]) or await self._project(key[0])
-                kept = listing is not None and listing.holds(project, self.inodes.epoch)
-            if key[1] == PREAMBLE and project is not None and listing is not None:
-                try:
-                    attrs = self._preamble_entry(listing, key, project, kept)
-                except pyfuse3.FUSEError:
-                    continue
-            elif attrs is None or not kept:
-                try:
-                    attrs = self.shown.of(0, key, project if in_project else None)
-                except pyfuse3.FUSEError:
+            # A warm listing's entry is kept whole (with its number): nothing to do.
+            if attrs is None or not kept or key[1] == PREAMBLE or not attrs.st_ino:
+                attrs = self._entry_attrs(listing, pos, project, kept)
+                if attrs is None:
                     continue  # vanished since opendir
-                if kept and listing is not None:
-                    listing.keep(pos, attrs)
-            if not kept or not attrs.st_ino:  # a kept entry keeps its number with its stamp
-                attrs.st_ino = self._number(key)
-            if not pyfuse3.readdir_reply(token, name, attrs, pos + 1):
+            if not reply(token, name, attrs, pos + 1):
                 break
             taken.append(attrs.st_ino)
         self.inodes.looked_up_all(taken)
+
+    def _entry_attrs(
+        self, listing: Listing, pos: int, project: Project | None, kept: bool
+    ) -> pyfuse3.EntryAttributes | None:
+        """Listing entry ``pos``'s attributes made (and kept when they may be), its inode
+        number given; None if it is gone."""
+        _, key, attrs = listing.entries[pos]
+        try:
+            if key[1] == PREAMBLE and project is not None:
+                return self._preamble_entry(listing, key, project, kept)
+            if attrs is None or not kept:
+                attrs = self.shown.of(0, key, project)
+                if kept:
+                    listing.keep(pos, attrs)
+        except pyfuse3.FUSEError:
+            return None
+        if not kept or not attrs.st_ino:  # a kept entry keeps its number with its stamp
+            attrs.st_ino = self._number(key)
+        return attrs
 
     def _preamble_entry(
         self, listing: Listing, key: Key, project: Project, kept: bool
