@@ -331,17 +331,22 @@ def test_keep_with_nothing_to_replace_keeps_nothing(place: Place, stages: list[S
     assert kept(place, "handoff.md") == []
 
 
+def commit_a_minute_apart(place: Place, target: Path, versions: range, last: int) -> None:
+    """Commit ``v{n}`` over ``target`` for each n, v{n-1} written a minute before it."""
+    for n in versions:
+        set_mtime(target, at(n * 60))
+        stage = Stage(place, target.name, initial_fd=None, mode=0o644)
+        try:
+            stage.write(0, f"v{n}".encode())
+            stage.commit(keep_of(place, target.name, last))
+        finally:
+            stage.abort()
+
+
 def test_kept_versions_are_pruned_to_the_last_n(place: Place) -> None:
     folder = folder_of(place)
     target = write(folder / "handoff.md", "v0", at(0))
-    for n in range(1, 6):
-        set_mtime(target, at(n * 60))  # v{n-1}, written a minute after the one before
-        stage = Stage(place, "handoff.md", initial_fd=None, mode=0o644)
-        try:
-            stage.write(0, f"v{n}".encode())
-            stage.commit(keep_of(place, "handoff.md", 3))
-        finally:
-            stage.abort()
+    commit_a_minute_apart(place, target, range(1, 6), last=3)
     names = kept(place, "handoff.md")
     assert names == [f"claude@{history_stamp(at(n * 60))}.md" for n in (3, 4, 5)]
     bodies = [(folder / ".history" / "handoff.md" / name).read_bytes() for name in names]
@@ -356,14 +361,7 @@ def test_a_commit_killed_after_keeping_a_version_leaves_at_most_the_last_n(
     SIGKILL can land there): the history already holds no more than ``last``."""
     folder = folder_of(place)
     target = write(folder / "handoff.md", "v0", at(0))
-    for n in range(1, 4):
-        set_mtime(target, at(n * 60))
-        stage = Stage(place, "handoff.md", initial_fd=None, mode=0o644)
-        try:
-            stage.write(0, f"v{n}".encode())
-            stage.commit(keep_of(place, "handoff.md", 3))
-        finally:
-            stage.abort()
+    commit_a_minute_apart(place, target, range(1, 4), last=3)
     assert len(kept(place, "handoff.md")) == 3
     link = os.link
 
