@@ -43,7 +43,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
@@ -86,11 +86,13 @@ class Scale:
     writes: int  # per write kind
     responsive_rounds: int  # each on a fresh project of BIG_PROJECT files and fresh targets
     soak_s: float
-    floor_pairs: int  # alternated warm passes of memfs and the floor, side by side
+    floor_sessions: int  # fresh memfs and floor daemons mounted side by side, in turn
+    floor_pairs: int  # alternated warm passes of the two per session
 
 
-FULL = Scale(3, 200, 30, 5, 20, 200, (10, 100, 1_000, 10_000), 300, 5, 10_000, 50, 40, 3, 30.0, 21)
-QUICK = Scale(3, 40, 30, 2, 10, 100, (10, 100, 1_000, 10_000), 100, 2, 10_000, 20, 15, 1, 10.0, 7)
+SIZES = (10, 100, 1_000, 10_000)
+FULL = Scale(3, 200, 30, 5, 20, 200, SIZES, 300, 5, 10_000, 50, 40, 3, 30.0, 5, 7)
+QUICK = Scale(3, 40, 30, 2, 10, 100, SIZES, 100, 2, 10_000, 20, 15, 1, 10.0, 2, 4)
 WRITE_LABELS = {
     "native": "native (temp, fsync, rename)",
     "native_dir_fsync": "native + fsync of the folder",
@@ -238,7 +240,8 @@ class Bench:
         if system == "pyfuse3-floor":
             argv = [sys.executable, "-m", "tests.bench.nullfs", str(mnt), str(self.shape_file)]
             env = dict(fx.env, PYTHONPATH=str(REPO))
-            mount = Mount("pyfuse3-floor", mnt, argv, env, self.out / "logs" / "nullfs.log")
+            log = self.out / "logs" / f"nullfs-{mnt.name}.log"
+            mount = Mount("pyfuse3-floor", mnt, argv, env, log)
             self.mounts.live.append(mount)
             mount.spawn().wait_ready(probe)
             return mount
@@ -358,37 +361,60 @@ class Bench:
     def floor_pairs(self) -> None:
         """memfs and the floor mounted side by side, their warm passes alternated: each
         pair's ratio is taken under one state of the machine (on a shared virtual machine
-        the rounds above, minutes apart, differ by more than the two systems do)."""
+        the rounds above, minutes apart, differ by more than the two systems do).
+
+        How one daemon lands on this machine (its CPU, its memory) moves a session's ratio
+        by as much as memfs's own work does: two identical daemons side by side have
+        measured 0.99x to 1.20x. So the pairs are taken in `Scale.floor_sessions` sessions,
+        each with a fresh memfs and a fresh floor, and the ratio is the median of the
+        sessions' ratios. One more session mounts the floor beside a second floor (A/A):
+        its ratio is the method's own spread, printed beside the others."""
+        sessions = []
+        for i in range(self.scale.floor_sessions):
+            sides = (("memfs", "memfs"), ("pyfuse3-floor", "pyfuse3-floor"))
+            sessions.append(self._pair_session(f"s{i}", sides[:: 1 if i % 2 == 0 else -1]))
+        aa = self._pair_session("aa", (("pyfuse3-floor", "a"), ("pyfuse3-floor", "b")))
+        self.results["floor_pairs"] = {"sessions": sessions, "aa": aa}
+        for kind in ("read", "walk"):
+            ratios = [_session_ratio(s[kind], "memfs", "pyfuse3-floor") for s in sessions]
+            self.log(
+                f"side by side, warm {kind}: memfs/floor {measure.median(ratios):.2f}x, median "
+                f"of {len(ratios)} sessions ({_fmt_ratios(ratios)}); floor beside floor "
+                f"{_session_ratio(aa[kind], 'a', 'b'):.2f}x"
+            )
+
+    def _pair_session(
+        self, name: str, sides: Sequence[tuple[str, str]]
+    ) -> dict[str, list[dict[str, float]]]:
+        """One session of `floor_pairs`: ``sides`` are (system, label) mounted at once and
+        their warm passes alternated ``Scale.floor_pairs`` times; each pair is the µs per
+        item of every label. Mounted in the order given (the sessions alternate it)."""
         pairs: dict[str, list[dict[str, float]]] = {"read": [], "walk": []}
         mounts, paths = {}, {}
         try:
-            for system in ("memfs", "pyfuse3-floor"):
-                mnt = self.base / "mnt" / f"{system}-pair"
+            for system, label in sides:
+                mnt = self.base / "mnt" / f"pair-{name}-{label}"
                 roots, reads, probe = self.system_paths(system, mnt)
-                paths[system] = (roots, reads)
-                mounts[system] = self.start(system, mnt, probe)
+                paths[label] = (roots, reads)
+                mounts[label] = self.start(system, mnt, probe)
             passes = {
                 "read": lambda s: (
                     measure.timed(lambda: measure.read_all(paths[s][1]))[0] / len(paths[s][1])
                 ),
                 "walk": lambda s: _per_walk(measure.timed(lambda: measure.walk(paths[s][0]))),
             }
-            for system in mounts:  # cold, then warm once: the pairs time warm passes only
+            for label in mounts:  # cold, then warm once: the pairs time warm passes only
                 for _ in range(2):
                     for run in passes.values():
-                        run(system)
+                        run(label)
             for i in range(self.scale.floor_pairs):
                 order = list(mounts) if i % 2 == 0 else list(mounts)[::-1]
                 for kind, run in passes.items():
-                    pair = {system: run(system) * 1e6 for system in order}
-                    pairs[kind].append(pair)
+                    pairs[kind].append({label: run(label) * 1e6 for label in order})
         finally:
             for mount in mounts.values():
-                self.stop(mount)
-        self.results["floor_pairs"] = pairs
-        for kind, rows in pairs.items():
-            ratio = measure.median([r["memfs"] / r["pyfuse3-floor"] for r in rows])
-            self.log(f"side by side, warm {kind}: memfs/floor {ratio:.2f}x over {len(rows)} pairs")
+                self.stop(mount, settle=True)
+        return pairs
 
     # --- PREAMBLE.md latency against project size ---------------------------------------
 
@@ -794,15 +820,19 @@ def summarise(results: dict[str, Any]) -> dict[str, Any]:
             for k, v in w["samples_ns"].items()
         }
     if "floor_pairs" in results:
-        summary["floor_pairs"] = {
-            kind: {
-                "ratio": measure.median([r["memfs"] / r["pyfuse3-floor"] for r in rows]),
+        sessions, aa = results["floor_pairs"]["sessions"], results["floor_pairs"]["aa"]
+        summary["floor_pairs"] = {}
+        for kind in ("read", "walk"):
+            rows = [r for s in sessions for r in s[kind]]
+            ratios = [_session_ratio(s[kind], "memfs", "pyfuse3-floor") for s in sessions]
+            summary["floor_pairs"][kind] = {
+                "ratio": measure.median(ratios),
+                "session_ratios": ratios,
+                "aa_ratio": _session_ratio(aa[kind], "a", "b"),
                 "memfs_us": measure.median([r["memfs"] for r in rows]),
                 "floor_us": measure.median([r["pyfuse3-floor"] for r in rows]),
-                "pairs": len(rows),
+                "pairs": len(rows) // max(len(sessions), 1),
             }
-            for kind, rows in results["floor_pairs"].items()
-        }
     if "rss_end_kib" in results:
         summary["rss_end_mib"] = results["rss_end_kib"] / 1024
         summary["rss_after_walk_fresh_mib"] = results["rss_after_walk_fresh_kib"] / 1024
@@ -811,6 +841,15 @@ def summarise(results: dict[str, Any]) -> dict[str, Any]:
     if "soak" in results:
         summary["soak"] = results["soak"]
     return summary
+
+
+def _session_ratio(rows: Sequence[dict[str, float]], a: str, b: str) -> float:
+    """One side-by-side session's ratio: the median of its pairs' ``a`` / ``b``."""
+    return measure.median([r[a] / r[b] for r in rows])
+
+
+def _fmt_ratios(ratios: Sequence[float]) -> str:
+    return " ".join(f"{r:.2f}x" for r in ratios)
 
 
 def _per_walk(timed: tuple[float, tuple[int, int]]) -> float:
@@ -989,7 +1028,10 @@ def render(results: dict[str, Any], summary: dict[str, Any], tgts: list[dict[str
             lines.append(
                 f"side by side, warm {label}: memfs {pair['memfs_us']:.1f}, floor "
                 f"{pair['floor_us']:.1f}, memfs/floor {pair['ratio']:.2f}x (median of "
-                f"{pair['pairs']} alternated pairs, both mounted at once)"
+                f"{len(pair['session_ratios'])} sessions of fresh daemons both mounted at "
+                f"once, {pair['pairs']} alternated pairs each: "
+                f"{_fmt_ratios(pair['session_ratios'])}); floor beside floor "
+                f"{pair['aa_ratio']:.2f}x"
             )
     walked = summary["walk_warm"]
     lines.append(
