@@ -236,13 +236,41 @@ def look(root: Path, parts: Sequence[str], path: str, max_bytes: int) -> FileSta
     *dirs, name = split(path)
     try:
         with open_folder(root, [*parts, *dirs]) as fd:
-            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
-            if stat.S_ISDIR(st.st_mode):
-                return None
-            why = _leave_out_reason(fd, name, st, max_bytes)
+            return _look_in(fd, name, path, max_bytes)
     except OSError:
         return None
-    return why or _file_stat(path, st)
+
+
+def look_each(
+    wanted: Sequence[tuple[Path, Sequence[str], str]], max_bytes: int
+) -> list[FileStat | str | None]:
+    """`look` at each (root, parts, path), opening each folder once: a write's plan reads
+    back two or three names of one folder (a rename's two sides, a handoff's history)."""
+    folders: dict[tuple[Path, tuple[str, ...]], int] = {}
+    out: list[FileStat | str | None] = []
+    try:
+        for root, parts, path in wanted:
+            *dirs, name = split(path)
+            where = (root, (*parts, *dirs))
+            try:
+                fd = folders.get(where)
+                if fd is None:
+                    fd = folders[where] = folder_fd(*where)
+                out.append(_look_in(fd, name, path, max_bytes))
+            except OSError:
+                out.append(None)
+    finally:
+        for fd in folders.values():
+            os.close(fd)
+    return out
+
+
+def _look_in(dir_fd: int, name: str, path: str, max_bytes: int) -> FileStat | str | None:
+    """`look` at ``name`` in the folder ``dir_fd``; OSError when it cannot."""
+    st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    if stat.S_ISDIR(st.st_mode):
+        return None
+    return _leave_out_reason(dir_fd, name, st, max_bytes) or _file_stat(path, st)
 
 
 def stat_folder(root: Path, parts: Sequence[str], path: str) -> FileStat | None:

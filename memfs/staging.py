@@ -449,7 +449,9 @@ def rename(
     kept: list[str] = []
     sfd = open_dir(src, create=False)
     try:
-        dfd = open_dir(dst, create=True)
+        # Within one folder (an agent's temp file renamed over its target) one descriptor
+        # serves both sides: a second walk from the root would open the same folder.
+        dfd = sfd if src == dst else open_dir(dst, create=True)
         try:
             if keep is not None:
                 kept = keep_version(dfd, dst_name, keep)
@@ -459,10 +461,11 @@ def rename(
                 os.rename(src_name, dst_name, src_dir_fd=sfd, dst_dir_fd=dfd)
             mark_commit(dfd)
             os.fsync(dfd)
-            if src != dst:  # one folder: its one fsync made the rename durable
+            if dfd != sfd:  # one folder: its one fsync made the rename durable
                 os.fsync(sfd)
         finally:
-            os.close(dfd)
+            if dfd != sfd:
+                os.close(dfd)
     finally:
         os.close(sfd)
     return kept
@@ -703,8 +706,9 @@ def apply(
     todo = list(reread)
     if own is not None:
         todo += [(own[0], own[1], path) for path in kept]
-    for origin, where, path in todo:
-        out.found.append((origin, path, sources.look(where.root, where.parts, path, max_bytes)))
+    wanted = [(where.root, where.parts, path) for _, where, path in todo]
+    looks = sources.look_each(wanted, max_bytes)
+    out.found = [(origin, path, st) for (origin, _, path), st in zip(todo, looks, strict=True)]
     if rescan is not None:
         out.scan = sources.scan(rescan.root, rescan.parts, max_bytes)
     return out

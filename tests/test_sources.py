@@ -279,6 +279,33 @@ def test_stat_file(memory: Path, tmp_path: Path) -> None:
         assert sources.stat_file(root, parts, path, MAX) is None, path
 
 
+def test_look_each_says_what_look_says_of_each_and_opens_each_folder_once(
+    memory: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write(memory / "a.md", "abc", at(7))
+    write(memory / "sub" / "b.md", "de", at(8))
+    write(memory / "big.md", b"x" * (MAX + 1))
+    (memory / "link").symlink_to(memory / "sub")
+    root, parts = memory.parent.parent, (memory.parent.name, memory.name)
+    paths = ["a.md", "sub/b.md", "big.md", "gone.md", "sub", "a.md", "link/b.md", "no/b.md"]
+    each = [sources.look(root, parts, path, MAX) for path in paths]
+    assert each[:3] == [FileStat("a.md", 3, at(7)), FileStat("sub/b.md", 2, at(8)), each[2]]
+    assert isinstance(each[2], str)  # left out, and why
+    assert each[3:] == [None, None, each[0], None, None]  # gone, a folder, link, no folder
+    opened: list[tuple[str, ...]] = []
+    folder_fd = sources.folder_fd
+
+    def counted(root: Path, parts: tuple[str, ...]) -> int:
+        opened.append(tuple(parts))
+        return folder_fd(root, parts)
+
+    monkeypatch.setattr(sources, "folder_fd", counted)
+    assert sources.look_each([(root, parts, path) for path in paths], MAX) == each
+    # Each folder once: memory/ for its five names, and the link and the missing folder
+    # (which fail, and would be tried again).
+    assert sorted(opened) == sorted([parts, (*parts, "sub"), (*parts, "link"), (*parts, "no")])
+
+
 @pytest.mark.parametrize(
     ("name", "valid"),
     [
