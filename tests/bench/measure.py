@@ -8,14 +8,18 @@ adds an ``isatty`` ioctl per file that is a round trip on a FUSE mount.
 
 from __future__ import annotations
 
+import gc
 import math
 import os
 import secrets
 import stat
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 READ_FLAGS = os.O_RDONLY | os.O_CLOEXEC
 CHUNK = 128 * 1024
@@ -35,6 +39,53 @@ def walk(roots: Iterable[Path]) -> tuple[int, int]:
                 if stat.S_ISDIR(st.st_mode):
                     stack.append(entry.path)
     return entries, folders
+
+
+def walk_pieces(root: Path) -> list[Callable[[], tuple[int, int]]]:
+    """`walk` of ``root`` in pieces, to time in turn with another system's (`in_turn`): the
+    listing of ``root`` itself, then the walk of each of its folders."""
+    with os.scandir(root) as listing:
+        names = sorted(e.name for e in listing if e.is_dir(follow_symlinks=False))
+    pieces: list[Callable[[], tuple[int, int]]] = [partial(_list, root)]
+    return pieces + [partial(walk, [root / name]) for name in names]
+
+
+def _list(folder: Path) -> tuple[int, int]:
+    """One folder's listing and the stat of each entry: `walk` without going down."""
+    entries = 0
+    with os.scandir(folder) as listing:
+        for entry in listing:
+            os.lstat(entry.path)
+            entries += 1
+    return entries, 1
+
+
+def in_turn(
+    pieces: Mapping[str, Sequence[Callable[[], T]]],
+) -> dict[str, tuple[float, list[T]]]:
+    """Each side's pieces run in turn with the others' (a piece of each side, then the next,
+    the sides' order flipped each time); per side, the seconds its pieces took in all and
+    what they returned. On a shared machine whose speed drifts over seconds, two sides
+    timed milliseconds apart see the same machine; timed a pass after the other, not."""
+    sides = list(pieces)
+    count = len(pieces[sides[0]])
+    if any(len(p) != count for p in pieces.values()):
+        raise ValueError("every side needs as many pieces")
+    took = dict.fromkeys(sides, 0.0)
+    results: dict[str, list[T]] = {side: [] for side in sides}
+    # This process's own collector would stop whichever side's piece it lands in (timeit
+    # turns it off for the same reason).
+    gc.collect()
+    gc.disable()
+    try:
+        for i in range(count):
+            for side in sides if i % 2 == 0 else sides[::-1]:
+                start = time.perf_counter()
+                results[side].append(pieces[side][i]())
+                took[side] += time.perf_counter() - start
+    finally:
+        gc.enable()
+    return {side: (took[side], results[side]) for side in sides}
 
 
 def shape(root: Path) -> dict[str, list[Any]]:

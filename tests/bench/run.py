@@ -67,6 +67,7 @@ KIB4 = bytes(range(256)) * 16  # 4 KiB
 
 BURST = 10
 SETTLE_S = 0.5
+READ_PIECE = 10  # files each side reads before the other's turn (`Bench._reads_in_turn`)
 SYSTEMS = ("memfs", "native", "mergerfs-default", "mergerfs-fast", "pyfuse3-floor")
 
 
@@ -386,9 +387,10 @@ class Bench:
     def _pair_session(
         self, name: str, sides: Sequence[tuple[str, str]]
     ) -> dict[str, list[dict[str, float]]]:
-        """One session of `floor_pairs`: ``sides`` are (system, label) mounted at once and
-        their warm passes alternated ``Scale.floor_pairs`` times; each pair is the µs per
-        item of every label. Mounted in the order given (the sessions alternate it)."""
+        """One session of `floor_pairs`: ``sides`` are (system, label) mounted at once,
+        in the order given (the sessions alternate it), and ``Scale.floor_pairs`` warm
+        passes of each taken in turn, piece by piece (`measure.in_turn`); each pair is the
+        µs per item of every label."""
         pairs: dict[str, list[dict[str, float]]] = {"read": [], "walk": []}
         mounts, paths = {}, {}
         try:
@@ -398,23 +400,44 @@ class Bench:
                 paths[label] = (roots, reads)
                 mounts[label] = self.start(system, mnt, probe)
             passes = {
-                "read": lambda s: (
-                    measure.timed(lambda: measure.read_all(paths[s][1]))[0] / len(paths[s][1])
-                ),
-                "walk": lambda s: _per_walk(measure.timed(lambda: measure.walk(paths[s][0]))),
+                "read": partial(self._reads_in_turn, paths),
+                "walk": partial(self._walks_in_turn, paths),
             }
-            for label in mounts:  # cold, then warm once: the pairs time warm passes only
-                for _ in range(2):
-                    for run in passes.values():
-                        run(label)
-            for i in range(self.scale.floor_pairs):
-                order = list(mounts) if i % 2 == 0 else list(mounts)[::-1]
+            for _ in range(2):  # cold, then warm once: the pairs time warm passes only
+                for run in passes.values():
+                    run()
+            for _ in range(self.scale.floor_pairs):
                 for kind, run in passes.items():
-                    pairs[kind].append({label: run(label) * 1e6 for label in order})
+                    pairs[kind].append(run())
         finally:
             for mount in mounts.values():
                 self.stop(mount, settle=True)
         return pairs
+
+    @staticmethod
+    def _reads_in_turn(paths: dict[str, tuple[list[Path], list[Path]]]) -> dict[str, float]:
+        """One warm read of every file on each side, READ_PIECE files of one, then of the
+        other: µs a file."""
+        pieces = {
+            side: [
+                partial(measure.read_all, reads[i : i + READ_PIECE])
+                for i in range(0, len(reads), READ_PIECE)
+            ]
+            for side, (_, reads) in paths.items()
+        }
+        took = measure.in_turn(pieces)
+        return {side: s / len(paths[side][1]) * 1e6 for side, (s, _) in took.items()}
+
+    @staticmethod
+    def _walks_in_turn(paths: dict[str, tuple[list[Path], list[Path]]]) -> dict[str, float]:
+        """One warm walk of each side's tree, a project folder of one, then of the other: µs
+        a folder."""
+        took = measure.in_turn(
+            {side: measure.walk_pieces(roots[0]) for side, (roots, _) in paths.items()}
+        )
+        return {
+            side: s / max(sum(f for _, f in walked), 1) * 1e6 for side, (s, walked) in took.items()
+        }
 
     # --- PREAMBLE.md latency against project size ---------------------------------------
 
@@ -1029,7 +1052,8 @@ def render(results: dict[str, Any], summary: dict[str, Any], tgts: list[dict[str
                 f"side by side, warm {label}: memfs {pair['memfs_us']:.1f}, floor "
                 f"{pair['floor_us']:.1f}, memfs/floor {pair['ratio']:.2f}x (median of "
                 f"{len(pair['session_ratios'])} sessions of fresh daemons both mounted at "
-                f"once, {pair['pairs']} alternated pairs each: "
+                f"once, {pair['pairs']} passes each taken in turn, {READ_PIECE} files or a "
+                f"project folder at a time: "
                 f"{_fmt_ratios(pair['session_ratios'])}); floor beside floor "
                 f"{pair['aa_ratio']:.2f}x"
             )
