@@ -26,7 +26,7 @@ import stat
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, NoReturn, ParamSpec, TypeVar
 
 import pyfuse3
 import trio
@@ -504,9 +504,20 @@ class MemFS(pyfuse3.Operations):
             return f.stage.read(off, size)
         if f.data is not None:
             return f.data[off : off + size]
-        if f.token is not None and self.kernel.trusts_inotify:
+        if f.fd < 0 and f.pin is not None:
+            self._pin_for_read(f)  # a share that joined with no descriptor (Kernel.shared)
+        elif f.token is not None and self.kernel.trusts_inotify:
             self._still_its_version(f)
         return os.pread(f.fd, size, off)
+
+    def _pin_for_read(self, f: OpenFile) -> None:
+        """A shared handle past the kept descriptors' limit opens its version at the first
+        read that reaches memfs; refused (EIO), like a rewrite in place, when the disk holds
+        another version by now that inotify has not told yet."""
+        assert f.pin is not None
+        f.fd = f.pin()
+        if f.fd < 0:
+            self._not_its_version(f)
 
     def _still_its_version(self, f: OpenFile) -> None:
         """A read of a handle served through the page cache: the pages the kernel lacks
@@ -516,9 +527,13 @@ class MemFS(pyfuse3.Operations):
         v = f.version
         assert v is not None
         st = os.fstat(f.fd)
-        if st.st_mtime_ns == v.mtime_ns and st.st_size == v.size:
-            return
-        log.warning("%s/%s was rewritten in place while read through the page cache", *f.key)
+        if st.st_mtime_ns != v.mtime_ns or st.st_size != v.size:
+            self._not_its_version(f)
+
+    def _not_its_version(self, f: OpenFile) -> NoReturn:
+        v = f.version
+        assert v is not None
+        log.warning("%s/%s changed on disk while read through the page cache", *f.key)
         self.kernel.changed()
         project = self.catalog.loaded().get(f.key[0])
         if project is not None and self.watcher is not None:

@@ -216,7 +216,7 @@ class Kernel:
             return
         if f.borrowed and cached.fd != f.fd:
             return
-        f.shared = True
+        f.shared, f.pin = True, pin
         self.shares[f.ino] = Share(
             fh, f, info, cached, project, self.epoch, inode_epoch, project.generation,
             v.size, v.mtime_ns, pin,
@@ -237,9 +237,13 @@ class Kernel:
             and loaded.get(project.slug) is project
         ):
             fd = share.f.fd
-            if fd < 0:
+            if fd < 0 and not self.trusts_inotify:
                 current = self._pinned_again(share)
             elif self.trusts_inotify:
+                # Past the kept descriptors' limit a share has no descriptor while nobody
+                # reads through it: trusting inotify, the first read that reaches memfs
+                # opens the version again (`fs.read`; warm, the page cache serves them
+                # all), not every open (an openat and an fstat each, issue 14).
                 # A write into the file queued an inotify event before the writer's call
                 # returned, and reading that event bumps the epoch (`Listener.rewriting`):
                 # a share that passed the stamps above missed only a write whose event is

@@ -43,6 +43,9 @@ class OpenFile:
     # ``opens`` of them read through it now, and it is registered only while one does.
     shared: bool = False
     opens: int = 1
+    # A shared handle past the kept descriptors' limit opens its version's file again with
+    # this (-1: the disk holds another version by now): `Kernel.shared`, `MemFS.read`.
+    pin: Callable[[], int] | None = None
     # Writing
     writer: bool = False
     pid: int = 0  # the thread that opened it (FUSE names the calling thread)
@@ -252,4 +255,4 @@ class OpenFiles:
             assert not (f.stage is not None and not f.writer), f.key
             assert f.failed >= 0
             assert f.opens == 1 or (f.shared and f.opens > 1), (f.key, f.opens)
-            assert not (f.shared and (f.writer or f.fd < 0)), f.key
+            assert not (f.shared and (f.writer or (f.fd < 0 and f.pin is None))), f.key

@@ -842,6 +842,43 @@ async def test_a_warm_open_trusting_inotify_joins_without_a_look_at_the_disk(
     ops._check()
 
 
+async def test_past_the_kept_descriptors_a_trusted_warm_open_opens_its_file_at_a_read_only(
+    sample: Sample,
+) -> None:
+    """Past the limit of kept descriptors a share has none while nobody reads through it.
+    Trusting inotify, a warm open joins it with no system call (before, an openat and an
+    fstat: 10 % of a warm cat on the benchmark's 15,200 files, issue 14); a read that
+    reaches memfs (a page the kernel lacks) opens the version, or is refused when the
+    disk holds another one inotify has not told yet."""
+    ops = sample.ops
+    ops.kernel.fd_limit = 0
+    ops.kernel.trusts_inotify = True
+    a = await walk(ops, f"{CLAUDE_SLUG}/a.md")
+    body = OWN_A.encode()
+    assert await cat(ops, a.st_ino) == body
+    fds = open_fds()
+    joined = await ops.open(a.st_ino, os.O_RDONLY, CTX)
+    assert ops.kernel.shared_opens == 1
+    assert joined.keep_cache
+    assert not joined.direct_io
+    assert open_fds() == fds  # warm, the page cache serves every read: nothing opened
+    ops._check()
+    assert await read_all(ops, joined.fh) == body
+    assert open_fds() == fds + 1  # opened by that read, for the opens reading now
+    await ops.release(joined.fh)
+    assert open_fds() == fds
+    # Replaced on disk (a new file renamed over it), the event not read yet: the open joins,
+    # and its read refuses the other version's bytes.
+    write(sample.own / "a.md.new", "OWN A, the next version\n", at(50))
+    os.replace(sample.own / "a.md.new", sample.own / "a.md")
+    joined = await ops.open(a.st_ino, os.O_RDONLY, CTX)
+    assert ops.kernel.shared_opens == 2
+    assert await fuse_errno(ops.read(joined.fh, 0, 4096)) == errno.EIO
+    await ops.release(joined.fh)
+    assert open_fds() == fds
+    ops._check()
+
+
 async def test_a_write_told_by_inotify_sends_the_next_warm_open_the_long_way(
     sample: Sample,
 ) -> None:
