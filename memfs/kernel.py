@@ -25,8 +25,8 @@ that no read ever combines two versions:
 * A warm read open repeats the last one (issue 14): once an open of a version was served
   through the page cache, a `Share` remembers it, and the next read opens of that inode
   join its handle: one lookup and one comparison of what it depended on (past `fd_limit`,
-  where no descriptor is kept, the share opens one of its own instead, while an open
-  reads through it). A file rewritten in place is told by inotify (`trusts_inotify`,
+  where no descriptor is kept, the share opens one of its own while an open reads through
+  it: trusting inotify, at the first read that reaches memfs, else at the open). A file rewritten in place is told by inotify (`trusts_inotify`,
   docs/ARCHITECTURE.md says how); without a watch on every folder, each warm open checks
   its descriptor with an fstat instead. What it
   depended on is stamped: this module's `Kernel.epoch` (bumped by every invalidation
