@@ -26,12 +26,13 @@ that no read ever combines two versions:
   through the page cache, a `Share` remembers it, and the next read opens of that inode
   join its handle: one lookup and one comparison of what it depended on (past `fd_limit`,
   where no descriptor is kept, the share opens one of its own while an open reads through
-  it: trusting inotify, at the first read that reaches memfs, else at the open). A file rewritten in place is told by inotify (`trusts_inotify`,
-  docs/ARCHITECTURE.md says how); without a watch on every folder, each warm open checks
-  its descriptor with an fstat instead. What it
-  depended on is stamped: this module's `Kernel.epoch` (bumped by every invalidation
-  queued, every record dropped, every writer coming), the inode numbers' epoch and the
-  project's generation. Whatever changes any of them sends the next open the long way.
+  it: trusting inotify, at the first read that reaches memfs, else at the open). A file
+  rewritten in place is told by inotify (`trusts_inotify`, docs/ARCHITECTURE.md says
+  how); without a watch on every folder, each warm open checks its descriptor with an
+  fstat instead. What it depended on is stamped: this module's `Kernel.epoch` (bumped by
+  every invalidation queued, every record dropped, every writer coming), the inode
+  numbers' epoch and the project's generation. Whatever changes any of them sends the
+  next open the long way.
 
 Invalidations are sent by `Kernel.run`, a task of its own, from a worker thread: a notify
 sent inside a handler can deadlock the mount (FUSE-NOTES).
