@@ -109,9 +109,6 @@ class Share:
     generation: int
     size: int
     mtime_ns: int
-    # A descriptor of the very version, or -1 when the disk holds another by now (or it is
-    # gone): for a share whose handle keeps no descriptor while nobody reads through it.
-    pin: Callable[[], int]
 
 
 @dataclass(eq=False, slots=True)
@@ -135,7 +132,8 @@ class Kernel:
         self._drained: dict[int, trio.Event] = {}  # inode -> set when its readers are gone
         # Descriptors kept in _Cached records: at most half of what the process may open
         # (pins.py keeps an eighth), the rest for handles, stages and the rest; a share
-        # past it opens its own at each warm open (Share.pin), two syscalls more.
+        # past it opens its own (OpenFile.pin): at its first read trusting inotify, else
+        # at each warm open (two syscalls more).
         self.fd_limit = min(resource.getrlimit(resource.RLIMIT_NOFILE)[0] // 2, 65536)
         self.fds_kept = 0
         self.sent = 0
@@ -220,7 +218,7 @@ class Kernel:
         f.shared, f.pin = True, pin
         self.shares[f.ino] = Share(
             fh, f, info, cached, project, self.epoch, inode_epoch, project.generation,
-            v.size, v.mtime_ns, pin,
+            v.size, v.mtime_ns,
         )  # fmt: skip
 
     def shared(self, ino: int, inode_epoch: int, loaded: dict[str, Project]) -> Share | None:
@@ -270,7 +268,8 @@ class Kernel:
         """A share that keeps no descriptor while nobody reads through it (past
         `fd_limit`) opens the very version again; False when the disk holds another."""
         f = share.f
-        f.fd = share.pin()
+        assert f.pin is not None  # set by `share`
+        f.fd = f.pin()
         return f.fd >= 0
 
     def left(self, f: OpenFile) -> None:
