@@ -389,6 +389,44 @@ async def test_memfs_s_own_renames_are_skipped_but_not_what_follows_them(tmp_pat
         watcher.close()
 
 
+@pytest.mark.parametrize("by", ["descriptor", "name", "folder"])
+async def test_the_mark_after_an_own_rename_is_one_name_made_and_removed_leaving_the_file(
+    tmp_path: Path, by: str
+) -> None:
+    """What `Inotify.read` looks for after memfs's rename: IN_CREATE then IN_DELETE of an
+    own mark name, nothing under the renamed name; the file keeps its bytes and its one
+    link. A folder cannot be linked: an empty file is the mark then, with the same
+    events."""
+    from memfs.watch import IN_CREATE, IN_DELETE, Inotify
+
+    folder = tmp_path / "memory"
+    folder.mkdir()
+    (folder / "a.md").write_bytes(b"committed\n")
+    (folder / "d").mkdir()
+    inotify = Inotify()
+    dfd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    fd = os.open(folder / "a.md", os.O_RDONLY)
+    try:
+        inotify.add(folder, 0xFFF)  # every event, so one under the file's name would show
+        renamed: int | str = {"descriptor": fd, "name": "a.md", "folder": "d"}[by]
+        staging.mark_commit(dfd, renamed)
+        events = await inotify.read()
+    finally:
+        os.close(fd)
+        os.close(dfd)
+        inotify.close()
+    names = {name for _, _, name in events}
+    assert len(names) == 1, events  # the mark's name only
+    assert names.pop().startswith(sources.OWN_MARK_PREFIX)
+    entries = [m & (IN_CREATE | IN_DELETE) for _, m, _ in events if m & (IN_CREATE | IN_DELETE)]
+    assert entries == [IN_CREATE, IN_DELETE], events
+    # A link opens nothing; the empty file made instead is opened and closed.
+    assert len(events) == (4 if by == "folder" else 2), events
+    assert sorted(os.listdir(folder)) == ["a.md", "d"]
+    assert (folder / "a.md").read_bytes() == b"committed\n"
+    assert os.stat(folder / "a.md").st_nlink == 1
+
+
 async def test_a_write_into_a_file_is_told_as_its_events_are_read_but_not_a_stage_s(
     tmp_path: Path,
 ) -> None:
