@@ -7,6 +7,10 @@ makes memfs's caching choices (one hour entry and attribute timeouts, pages kept
 opens, noatime) and its handlers are as cheap as handlers get, so the time a request takes
 here is what pyfuse3 and trio cost; the benchmark prints it beside memfs's. The xattr
 ``user.null.requests`` on the root returns the request counters as JSON.
+
+With ``NULLFS_SPIN_US=N`` in the environment every handler first spins N µs: a floor that
+does that much work a request, so the benchmark can show what a few µs of a daemon's own
+work become on this machine (`run.Bench.floor_pairs`).
 """
 
 from __future__ import annotations
@@ -16,14 +20,19 @@ import json
 import os
 import stat
 import sys
+import time
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import pyfuse3
 import trio
 
 TIMEOUT = 3600.0
 REQUESTS_XATTR = b"user.null.requests"
+SPIN_ENV = "NULLFS_SPIN_US"
+SPUN = ("lookup", "getattr", "opendir", "readdir", "releasedir", "open", "read", "flush", "release")
 
 
 class NullFS(pyfuse3.Operations):
@@ -118,6 +127,23 @@ class NullFS(pyfuse3.Operations):
         raise pyfuse3.FUSEError(errno.ENODATA)
 
 
+def spin(ops: NullFS, us: float) -> None:
+    """Make each of ``ops``'s handlers (`SPUN`) spin ``us`` µs before it answers."""
+    ns = int(us * 1000)
+
+    def spun(handler: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+        async def wrapper(*args: Any) -> Any:
+            end = time.perf_counter_ns() + ns
+            while time.perf_counter_ns() < end:
+                pass
+            return await handler(*args)
+
+        return wrapper
+
+    for name in SPUN:
+        setattr(ops, name, spun(getattr(ops, name)))
+
+
 def serve(ops: pyfuse3.Operations, mountpoint: str, fsname: str) -> None:
     """Mount ``ops`` with memfs's mount options and answer until it is unmounted (the
     benchmark's comparison filesystems: this one and `tests.bench.passfs`)."""
@@ -132,7 +158,10 @@ def serve(ops: pyfuse3.Operations, mountpoint: str, fsname: str) -> None:
 def main() -> int:
     mountpoint, shape_path = sys.argv[1], Path(sys.argv[2])
     shape = json.loads(shape_path.read_text())
-    serve(NullFS(shape["dirs"], [(p, s) for p, s in shape["files"]]), mountpoint, "nullfs")
+    ops = NullFS(shape["dirs"], [(p, s) for p, s in shape["files"]])
+    if os.environ.get(SPIN_ENV):
+        spin(ops, float(os.environ[SPIN_ENV]))
+    serve(ops, mountpoint, "nullfs")
     return 0
 
 

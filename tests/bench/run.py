@@ -50,7 +50,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from tests.bench import fixture, measure, png, responsive, soak
+from tests.bench import fixture, measure, nullfs, png, responsive, soak
 from tests.bench.mounts import (
     MERGERFS,
     MERGERFS_CONFIGS,
@@ -103,6 +103,11 @@ WRITE_LABELS = {
     "floor_truncate": "write floor O_TRUNC + write + close",
     "floor_temp_rename": "write floor temp+fsync+close+rename",
 }
+# The side-by-side phase's calibration: a floor this many µs heavier a request beside the
+# plain one, in this many sessions (`Bench.floor_pairs`). On 588ffe8's machine 1 µs measured
+# 1.03x-1.06x on one CPU and 1.15x-1.44x on two.
+SPIN_US = 1.0
+SPUN_SESSIONS = 2
 BIG_PROJECT = 10_000  # files of the project the responsiveness phase lists first
 READ_ONLY_APPENDS = 3  # 1 MiB read-only heads appended to per responsiveness round
 
@@ -239,11 +244,13 @@ class Bench:
             mount = self.mounts.mergerfs(branches, mnt, system.split("-", 1)[1], fx.env)
             mount.wait_ready(probe)
             return mount
-        if system == "pyfuse3-floor":
+        if system in ("pyfuse3-floor", "pyfuse3-floor-spun"):
             argv = [sys.executable, "-m", "tests.bench.nullfs", str(mnt), str(self.shape_file)]
             env = dict(fx.env, PYTHONPATH=str(REPO))
+            if system == "pyfuse3-floor-spun":
+                env[nullfs.SPIN_ENV] = str(SPIN_US)
             log = self.out / "logs" / f"nullfs-{mnt.name}.log"
-            mount = Mount("pyfuse3-floor", mnt, argv, env, log)
+            mount = Mount(system, mnt, argv, env, log)
             self.mounts.live.append(mount)
             mount.spawn().wait_ready(probe)
             return mount
@@ -381,7 +388,8 @@ class Bench:
         19,625 times voluntarily and 753 times preempted over four walks, the floor's
         11,852 and 16,360, and the two-CPU walk measured 1.27x where one CPU gave 1.06x.
         One CPU measures what memfs's own work adds; two CPUs, what this machine's
-        scheduler makes of it."""
+        scheduler makes of it. Each placement also mounts the floor beside a floor that
+        spins `SPIN_US` a request (`nullfs.spin`): what that little work becomes there."""
         self._floor_pairs("floor_pairs", "on 2 CPUs")
         affinity = os.sched_getaffinity(0)
         os.sched_setaffinity(0, {min(affinity)})  # the daemons started now inherit it
@@ -397,13 +405,23 @@ class Bench:
             name = f"{key}-s{i}"
             sessions.append(self._pair_session(name, sides[:: 1 if i % 2 == 0 else -1]))
         aa = self._pair_session(f"{key}-aa", (("pyfuse3-floor", "a"), ("pyfuse3-floor", "b")))
-        self.results[key] = {"sessions": sessions, "aa": aa}
+        # What SPIN_US of work a request becomes here: the floor beside a spun floor.
+        spun = [
+            self._pair_session(
+                f"{key}-spun{i}",
+                (("pyfuse3-floor", "a"), ("pyfuse3-floor-spun", "b"))[:: 1 if i % 2 == 0 else -1],
+            )
+            for i in range(SPUN_SESSIONS)
+        ]
+        self.results[key] = {"sessions": sessions, "aa": aa, "spun": spun}
         for kind in ("read", "walk"):
             ratios = [_session_ratio(s[kind], "memfs", "pyfuse3-floor") for s in sessions]
+            spun_ratios = [_session_ratio(s[kind], "b", "a") for s in spun]
             self.log(
                 f"side by side {where}, warm {kind}: memfs/floor {measure.median(ratios):.2f}x, "
                 f"median of {len(ratios)} sessions ({_fmt_ratios(ratios)}); floor beside "
-                f"floor {_session_ratio(aa[kind], 'a', 'b'):.2f}x"
+                f"floor {_session_ratio(aa[kind], 'a', 'b'):.2f}x; a floor {SPIN_US} µs "
+                f"heavier a request {measure.median(spun_ratios):.2f}x"
             )
 
     def _pair_session(
@@ -868,6 +886,7 @@ def summarise(results: dict[str, Any]) -> dict[str, Any]:
         if key not in results:
             continue
         sessions, aa = results[key]["sessions"], results[key]["aa"]
+        spun = results[key].get("spun", [])
         summary[key] = {}
         for kind in ("read", "walk"):
             rows = [r for s in sessions for r in s[kind]]
@@ -876,6 +895,11 @@ def summarise(results: dict[str, Any]) -> dict[str, Any]:
                 "ratio": measure.median(ratios),
                 "session_ratios": ratios,
                 "aa_ratio": _session_ratio(aa[kind], "a", "b"),
+                "spun_ratio": (
+                    measure.median([_session_ratio(x[kind], "b", "a") for x in spun])
+                    if spun
+                    else math.nan
+                ),
                 "memfs_us": measure.median([r["memfs"] for r in rows]),
                 "floor_us": measure.median([r["pyfuse3-floor"] for r in rows]),
                 "pairs": len(rows) // max(len(sessions), 1),
@@ -1084,7 +1108,8 @@ def render(results: dict[str, Any], summary: dict[str, Any], tgts: list[dict[str
                 f"once, {pair['pairs']} passes each taken in turn, {READ_PIECE} files or a "
                 f"project folder at a time: "
                 f"{_fmt_ratios(pair['session_ratios'])}); floor beside floor "
-                f"{pair['aa_ratio']:.2f}x"
+                f"{pair['aa_ratio']:.2f}x; a floor {SPIN_US} µs heavier a request "
+                f"{pair['spun_ratio']:.2f}x"
             )
     walked = summary["walk_warm"]
     lines.append(
