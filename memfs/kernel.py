@@ -235,10 +235,7 @@ class Kernel:
             and share.generation == project.generation
             and loaded.get(project.slug) is project
         ):
-            fd = share.f.fd
-            if fd < 0 and not self.trusts_inotify:
-                current = self._pinned_again(share)
-            elif self.trusts_inotify:
+            if self.trusts_inotify:
                 # Past the kept descriptors' limit a share has no descriptor while nobody
                 # reads through it: trusting inotify, the first read that reaches memfs
                 # opens the version again (`fs.read`; warm, the page cache serves them
@@ -250,9 +247,12 @@ class Kernel:
                 # until a change shows; `fs.read` refuses a page the kernel lacks rather
                 # than mix the two. No fstat: it cost 6 µs of a warm open here (issue 14).
                 current = True
+            elif share.f.fd < 0:
+                current = self._pinned_again(share)
             else:
                 try:
-                    st = os.fstat(fd)  # rewritten in place: another version, same descriptor
+                    # Rewritten in place: another version, same descriptor.
+                    st = os.fstat(share.f.fd)
                     current = st.st_mtime_ns == share.mtime_ns and st.st_size == share.size
                 except OSError:
                     current = False

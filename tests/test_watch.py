@@ -24,7 +24,10 @@ from memfs.catalog import Catalog
 from memfs.project import MEMORY, Project
 from memfs.watch import (
     HEAVY_SWITCH_S,
+    IN_CREATE,
+    IN_DELETE,
     NEVER,
+    Inotify,
     Turns,
     Watcher,
 )
@@ -397,8 +400,6 @@ async def test_the_mark_after_an_own_rename_is_one_name_made_and_removed_leaving
     own mark name, nothing under the renamed name; the file keeps its bytes and its one
     link. A folder cannot be linked: an empty file is the mark then, with the same
     events."""
-    from memfs.watch import IN_CREATE, IN_DELETE, Inotify
-
     folder = tmp_path / "memory"
     folder.mkdir()
     (folder / "a.md").write_bytes(b"committed\n")

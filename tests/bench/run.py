@@ -108,6 +108,8 @@ WRITE_LABELS = {
 # 1.03x-1.06x on one CPU and 1.15x-1.44x on two.
 SPIN_US = 1.0
 SPUN_SESSIONS = 2
+# Where the side-by-side sessions run: results key, and how the output names it.
+PLACEMENTS = (("floor_pairs", "2 CPUs"), ("floor_pairs_one_cpu", "1 CPU"))
 BIG_PROJECT = 10_000  # files of the project the responsiveness phase lists first
 READ_ONLY_APPENDS = 3  # 1 MiB read-only heads appended to per responsiveness round
 
@@ -390,27 +392,27 @@ class Bench:
         One CPU measures what memfs's own work adds; two CPUs, what this machine's
         scheduler makes of it. Each placement also mounts the floor beside a floor that
         spins `SPIN_US` a request (`nullfs.spin`): what that little work becomes there."""
-        self._floor_pairs("floor_pairs", "on 2 CPUs")
+        (two, _), (one, _) = PLACEMENTS
+        self._floor_pairs(two)
         affinity = os.sched_getaffinity(0)
         os.sched_setaffinity(0, {min(affinity)})  # the daemons started now inherit it
         try:
-            self._floor_pairs("floor_pairs_one_cpu", "on 1 CPU")
+            self._floor_pairs(one)
         finally:
             os.sched_setaffinity(0, affinity)
 
-    def _floor_pairs(self, key: str, where: str) -> None:
-        sessions = []
-        for i in range(self.scale.floor_sessions):
-            sides = (("memfs", "memfs"), ("pyfuse3-floor", "pyfuse3-floor"))
-            name = f"{key}-s{i}"
-            sessions.append(self._pair_session(name, sides[:: 1 if i % 2 == 0 else -1]))
+    def _floor_pairs(self, key: str) -> None:
+        where = dict(PLACEMENTS)[key]
+        memfs_floor = (("memfs", "memfs"), ("pyfuse3-floor", "pyfuse3-floor"))
+        sessions = [
+            self._pair_session(f"{key}-s{i}", _alternated(memfs_floor, i))
+            for i in range(self.scale.floor_sessions)
+        ]
         aa = self._pair_session(f"{key}-aa", (("pyfuse3-floor", "a"), ("pyfuse3-floor", "b")))
         # What SPIN_US of work a request becomes here: the floor beside a spun floor.
+        floor_spun = (("pyfuse3-floor", "a"), ("pyfuse3-floor-spun", "b"))
         spun = [
-            self._pair_session(
-                f"{key}-spun{i}",
-                (("pyfuse3-floor", "a"), ("pyfuse3-floor-spun", "b"))[:: 1 if i % 2 == 0 else -1],
-            )
+            self._pair_session(f"{key}-spun{i}", _alternated(floor_spun, i))
             for i in range(SPUN_SESSIONS)
         ]
         self.results[key] = {"sessions": sessions, "aa": aa, "spun": spun}
@@ -418,7 +420,7 @@ class Bench:
             ratios = [_session_ratio(s[kind], "memfs", "pyfuse3-floor") for s in sessions]
             spun_ratios = [_session_ratio(s[kind], "b", "a") for s in spun]
             self.log(
-                f"side by side {where}, warm {kind}: memfs/floor {measure.median(ratios):.2f}x, "
+                f"side by side on {where}, warm {kind}: memfs/floor {measure.median(ratios):.2f}x, "
                 f"median of {len(ratios)} sessions ({_fmt_ratios(ratios)}); floor beside "
                 f"floor {_session_ratio(aa[kind], 'a', 'b'):.2f}x; a floor {SPIN_US} µs "
                 f"heavier a request {measure.median(spun_ratios):.2f}x"
@@ -882,7 +884,7 @@ def summarise(results: dict[str, Any]) -> dict[str, Any]:
             }
             for k, v in w["samples_ns"].items()
         }
-    for key in ("floor_pairs", "floor_pairs_one_cpu"):
+    for key, _ in PLACEMENTS:
         if key not in results:
             continue
         sessions, aa = results[key]["sessions"], results[key]["aa"]
@@ -917,6 +919,11 @@ def summarise(results: dict[str, Any]) -> dict[str, Any]:
 def _session_ratio(rows: Sequence[dict[str, float]], a: str, b: str) -> float:
     """One side-by-side session's ratio: the median of its pairs' ``a`` / ``b``."""
     return measure.median([r[a] / r[b] for r in rows])
+
+
+def _alternated(sides: Sequence[tuple[str, str]], i: int) -> Sequence[tuple[str, str]]:
+    """Session ``i``'s order of mounting ``sides``: flipped every other session."""
+    return sides if i % 2 == 0 else sides[::-1]
 
 
 def _fmt_ratios(ratios: Sequence[float]) -> str:
@@ -959,7 +966,7 @@ def targets(summary: dict[str, Any], many: int) -> list[dict[str, Any]]:
     )
     # Against the floor: the pairs taken side by side (`Bench.floor_pairs`), on the
     # machine's CPUs and on one.
-    for key, where in (("floor_pairs", "2 CPUs"), ("floor_pairs_one_cpu", "1 CPU")):
+    for key, where in PLACEMENTS:
         pairs = summary.get(key, {})
         add(
             f"warm open+read+close memfs/floor <= 1.1x, side by side, {where} (#14)",
@@ -1096,8 +1103,7 @@ def render(results: dict[str, Any], summary: dict[str, Any], tgts: list[dict[str
         "filesystem serving memfs's very tree"
     )
     for (key, where), (kind, label) in itertools.product(
-        (("floor_pairs", "2 CPUs"), ("floor_pairs_one_cpu", "1 CPU")),
-        (("read", "open+read+close µs/file"), ("walk", "walk+stat µs/folder")),
+        PLACEMENTS, (("read", "open+read+close µs/file"), ("walk", "walk+stat µs/folder"))
     ):
         pair = summary.get(key, {}).get(kind)
         if pair:
