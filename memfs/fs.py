@@ -26,7 +26,7 @@ import stat
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from pathlib import Path
-from typing import Any, NoReturn, ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 import pyfuse3
 import trio
@@ -39,7 +39,7 @@ from memfs.here import Here
 from memfs.inodes import HERE, HERE_INODE, HERE_KEY, ROOT_INODE, ROOT_KEY, Inodes, Key
 from memfs.kernel import Kernel, token_of, token_of_leaf
 from memfs.pins import Pins
-from memfs.project import MEMORY, PREAMBLE, Kind, Leaf, Project, Version
+from memfs.project import MEMORY, PREAMBLE, Kind, Leaf, Project
 from memfs.renderings import Renderings
 from memfs.tree import ancestors, parent_of
 from memfs.watch import Watcher
@@ -50,7 +50,6 @@ log = logging.getLogger(__name__)
 STATUS_XATTR = os.fsencode(status.STATUS_XATTR)
 TRUNCATE_PATIENCE = 0.5  # seconds an O_TRUNC open waits for cached reads to finish
 # Open flags a shared read open never has (kernel.Share): those take the long way.
-_NOT_A_PLAIN_READ = os.O_WRONLY | os.O_RDWR | os.O_TRUNC
 
 MakeStage = Callable[[staging.Place, str], staging.Stage]  # (own folder, file name) -> stage
 P = ParamSpec("P")
@@ -127,9 +126,6 @@ class MemFS(pyfuse3.Operations):
         self._watcher = watcher
         if watcher is not None:
             watcher.warm = self._warm
-        # A warm open trusts inotify to tell a file rewritten in place (kernel.Share) only
-        # while every folder is watched.
-        self.kernel.trusts_inotify = watcher is not None and not watcher.watch_failures
 
     def _warm(self, project: Project) -> None:
         project.preamble(f"{self.mountpoint}/{project.slug}")
@@ -147,10 +143,6 @@ class MemFS(pyfuse3.Operations):
         self.catalog._check()
         for f in self.files:
             assert self.inodes.key(f.ino) is not None, ("an open file with no inode", f.key)
-        self.kernel._check()
-        for share in self.kernel.shares.values():
-            registered = self.files.get(share.fh) is share.f
-            assert registered == (share.f.opens > 0), (share.f.key, share.f.opens)
         self.renderings._check()
 
     # --- loading (off this thread) ----------------------------------------------------
@@ -390,18 +382,9 @@ class MemFS(pyfuse3.Operations):
 
     # --- reading ---------------------------------------------------------------------
 
-    async def open(self, inode: int, flags: int, ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
-        # Not wrapped in _handler: everything on the warm path below raises nothing.
-        self.stats.open += 1
-        if not flags & _NOT_A_PLAIN_READ:
-            share = self.kernel.shared(inode, self.inodes.epoch, self.catalog.loaded())
-            if share is not None:
-                self.files.join(share.fh, share.f)
-                return share.info
-        return await self._open(inode, flags, ctx)
-
     @_handler
-    async def _open(self, inode: int, flags: int, ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
+    async def open(self, inode: int, flags: int, ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
+        self.stats.open += 1
         key = self._key(inode)
         slug, path = key
         if not path or key == HERE_KEY:
@@ -410,7 +393,13 @@ class MemFS(pyfuse3.Operations):
         leaf = project.tree.leaf(path)
         writing = bool(flags & (os.O_WRONLY | os.O_RDWR))
         f = OpenFile(inode, key, pid=ctx.pid, append=bool(flags & os.O_APPEND))
-        f.writer = writing
+        if writing:
+            f.writer, f.tgid = True, procs.tgid(ctx.pid)
+        if not writing and (mine := self._own_stage(inode, ctx.pid)) is not None:
+            # The writer reads back what it wrote and has not closed yet, as its stat shows
+            # it (writing.py): its own stage, which nobody else sees.
+            f.fd = os.dup(mine.fd)
+            return pyfuse3.FileInfo(fh=self.files.add(f), direct_io=True)
         if leaf is None:
             if self.files.pending(key) is None:
                 raise _err(errno.EISDIR if project.tree.is_dir(path) else errno.ENOENT)
@@ -430,6 +419,13 @@ class MemFS(pyfuse3.Operations):
         finally:
             self.kernel.truncated(inode)
 
+    def _own_stage(self, ino: int, pid: int) -> staging.Stage | None:
+        """The stage through which thread ``pid`` writes ``ino`` itself, if it does."""
+        if not self.files.has_writers(ino):
+            return None
+        mine = self.files.own_writer(ino, pid)
+        return mine.stage if mine is not None else None
+
     def _open_for_read(self, f: OpenFile, project: Project, leaf: Leaf) -> pyfuse3.FileInfo:
         """One version per open, and the page cache only where it holds that version
         (kernel.py states the rule)."""
@@ -446,48 +442,25 @@ class MemFS(pyfuse3.Operations):
             f.version = leaf.version
         token = token_of_leaf(project, leaf)
         # Pin the version now and check it is the one the view reports: a change inotify
-        # has not told yet is served whole, past the pages and size of the one before.
-        current = f.data is not None or self.kernel.reuse(f, token) or self._pin(f, project)
+        # has not told yet is read as the disk shows it, past the pages and size of the
+        # version before.
+        current = f.data is not None or self._pin(f, project)
         writing = self.files.has_writers(f.ino)
         served = self.kernel.open(f.ino, token) if current and not writing else None
         f.token = token if served is not None else None
-        self.kernel.lend(f, served)
-        fh = self.files.add(f)
-        # Direct I/O: every read comes from this open's version, and is not capped by a
-        # size the kernel may hold from another.
-        info = pyfuse3.FileInfo(fh=fh, direct_io=served is None, keep_cache=served is True)
-        if served and f.version is not None:
-            # The next opens' way; past the kept descriptors' limit it opens its own.
-            pin = functools.partial(self._pin_again, project, f.version)
-            self.kernel.share(fh, f, info, project, self.inodes.epoch, pin)
-        return info
-
-    def _pin_again(self, project: Project, v: Version) -> int:
-        """A descriptor of version ``v`` for a share that keeps none, or -1 when the disk
-        holds another version or nothing by now (the long way then says which)."""
-        try:
-            fd, current = self._open_version(project, v)
-        except OSError:
-            return -1
-        except Exception:  # outside the handlers' translation: nothing may escape
-            log.exception("pinning %s again failed", v.path)
-            return -1
-        if not current:
-            os.close(fd)
-            return -1
-        return fd
-
-    def _open_version(self, project: Project, v: Version) -> tuple[int, bool]:
-        """A descriptor of ``v``'s file, and whether it still shows ``v`` (`Pins.open`)."""
-        origin = project.origins[v.origin]
-        return self.pins.open(origin.root, origin.parts, v.path, (v.size, v.mtime_ns))
+        # Direct I/O: every read comes from this open's descriptor, and is not capped by a
+        # size the kernel may hold from another version.
+        return pyfuse3.FileInfo(
+            fh=self.files.add(f), direct_io=served is None, keep_cache=served is True
+        )
 
     def _pin(self, f: OpenFile, project: Project) -> bool:
         """Open the version ``f`` reads; False when the disk holds another one by now (it is
-        served whole, and the watcher reads the change)."""
+        read as the disk shows it, and the watcher reads the change)."""
         v = f.version
         assert v is not None
-        f.fd, current = self._open_version(project, v)
+        origin = project.origins[v.origin]
+        f.fd, current = self.pins.open(origin.root, origin.parts, v.path, (v.size, v.mtime_ns))
         if current:
             return True
         if self.watcher is not None:
@@ -504,41 +477,8 @@ class MemFS(pyfuse3.Operations):
             return f.stage.read(off, size)
         if f.data is not None:
             return f.data[off : off + size]
-        if f.fd < 0 and f.pin is not None:
-            self._pin_for_read(f)  # a share that joined with no descriptor (Kernel.shared)
-        elif f.token is not None and self.kernel.trusts_inotify:
-            self._still_its_version(f)
+        # Never refused for a change on disk: the bytes the disk holds, as a local read.
         return os.pread(f.fd, size, off)
-
-    def _pin_for_read(self, f: OpenFile) -> None:
-        """A shared handle past the kept descriptors' limit opens its version at the first
-        read that reaches memfs; refused (EIO), like a rewrite in place, when the disk holds
-        another version by now that inotify has not told yet."""
-        assert f.pin is not None
-        f.fd = f.pin()
-        if f.fd < 0:
-            self._not_its_version(f)
-
-    def _still_its_version(self, f: OpenFile) -> None:
-        """A read of a handle served through the page cache: the pages the kernel lacks
-        must come from the version the others came from. Warm opens trust inotify
-        (kernel.Share), so a file rewritten in place a moment ago may still be read
-        through here: refused (EIO) rather than mixed, and looked at again."""
-        v = f.version
-        assert v is not None
-        st = os.fstat(f.fd)
-        if st.st_mtime_ns != v.mtime_ns or st.st_size != v.size:
-            self._not_its_version(f)
-
-    def _not_its_version(self, f: OpenFile) -> NoReturn:
-        v = f.version
-        assert v is not None
-        log.warning("%s/%s changed on disk while read through the page cache", *f.key)
-        self.kernel.changed()
-        project = self.catalog.loaded().get(f.key[0])
-        if project is not None and self.watcher is not None:
-            self.watcher.recheck(project, v.origin, v.path)
-        raise _err(errno.EIO)
 
     # --- writing ---------------------------------------------------------------------
 
@@ -593,7 +533,6 @@ class MemFS(pyfuse3.Operations):
             place = self._writable(f.key)
         f.stage = await workers.run(make, place, parent_of(f.key[1])[1])
         f.data = None  # reads now see the writer's own bytes
-        self.kernel.changed()  # readers of its inode now read past the page cache
         await self._folders_made(f.key)
 
     async def _folders_made(self, key: Key) -> None:
@@ -631,6 +570,7 @@ class MemFS(pyfuse3.Operations):
             raise _err(errno.EEXIST)
         ino = self.inodes.number(key)
         f = OpenFile(ino, key, writer=True, pid=ctx.pid, append=bool(flags & os.O_APPEND))
+        f.tgid = procs.tgid(ctx.pid)
         f.unsaved = f.keeps_history = True
         await self._stage_empty(f, writes.new_mode(mode, ctx.umask), place)
         fh = self.files.add(f)
@@ -673,15 +613,18 @@ class MemFS(pyfuse3.Operations):
             return  # nothing to commit or report (an fsync committed it): no look at /proc
         if self._writer_killed(f):
             return
+        if procs.holds(f.tgid, self._mount_path(f.key)):
+            # Not the writer's last close: a forked child closing the descriptor it
+            # inherited (a `subprocess` run mid-write), or a dup (a shell's `> file`).
+            # Nobody sees what the writer has not closed; its own last close commits, or
+            # at the latest the release.
+            return
         if f.failed:
+            if self.files.pending(f.key) is f:
+                # A create whose write failed: the name stays, empty, as on a local folder.
+                await self._commit(f, empty=True)
             raise _err(f.failed)  # close() returns it; the file stays as it was
-        if f.stage is not None and f.stage.dirty:
-            await self._commit(f)
-        elif f.unsaved and not procs.holds(f.pid, self._mount_path(f.key)):
-            # The last descriptor of a bare create or truncation closes: commit now, so a
-            # read right after close() sees it (a shell's dup of the descriptor closes
-            # first and must not commit the empty in-between file).
-            await self._commit(f)
+        await self._commit(f)
 
     def _writer_killed(self, f: OpenFile) -> bool:
         """A writer killed mid-write (its files are closed for it) commits nothing."""
@@ -704,14 +647,17 @@ class MemFS(pyfuse3.Operations):
                 # Asked for durability: even a bare new or truncated file is committed now.
                 await self._commit(f)
 
-    async def _commit(self, f: OpenFile) -> None:
-        """flush/fsync: make the staged bytes the target, atomically (SPEC 7.1)."""
+    async def _commit(self, f: OpenFile, *, empty: bool = False) -> None:
+        """flush/fsync: make the staged bytes the target, atomically (SPEC 7.1); ``empty``:
+        an empty file instead (a create whose write failed)."""
         project = await self._project(f.key[0])
         async with self._stage_held(f):  # a flush and an fsync at once: one after the other
             stage = f.stage
             assert stage is not None
-            if f.discard or f.failed:
+            if f.discard or (f.failed and not empty):
                 return
+            if empty:
+                stage.truncate(0)
             stage.dirty = True
             created = self.files.pending(f.key) is f  # its name's first commit
             plan = self._planner(project).commit(
@@ -722,30 +668,23 @@ class MemFS(pyfuse3.Operations):
         self.files.settled(f)
         self.stats.commits += 1
 
+    @_handler
     async def release(self, fh: int) -> None:
-        # Not wrapped in _handler: leaving a share raises nothing.
         self.stats.release += 1
         f = self.files.get(fh)
-        if f is not None and f.shared:
-            self.files.leave(fh, f)
-            self.kernel.left(f)
-            return
-        await self._release(fh)
-
-    @_handler
-    async def _release(self, fh: int) -> None:
-        f = self.files.pop(fh)
         if f is None:
             return
-        if f.fd >= 0 and not f.borrowed:
+        created = self.files.pending(f.key) is f  # never committed: its name stays, if empty
+        self.files.pop(fh)
+        if f.fd >= 0:
             os.close(f.fd)
         if f.token is not None:
             self.kernel.closed(f.ino)
         if f.stage is None:
             return
-        if f.unsaved and not f.failed and not self._writer_killed(f):
+        if (f.unsaved or f.stage.dirty) and not self._writer_killed(f):
             try:
-                await self._commit(f)
+                await self._commit(f, empty=bool(f.failed) and created)
             except (OSError, pyfuse3.FUSEError) as exc:
                 log.warning("committing %s at release failed: %s", f.key, exc)
         # A handle released without a successful commit is dropped: the target stays as
@@ -1015,12 +954,6 @@ class MemFS(pyfuse3.Operations):
 
     def root_changed(self, slug: str) -> None:
         self.publish_root(slug)
-
-    def rewriting(self) -> None:
-        self.kernel.changed()  # every share takes the long way at its next open
-
-    def watch_failed(self) -> None:
-        self.kernel.trusts_inotify = False
 
     def publish_root(self, slug: str) -> None:
         self.kernel.publish_root(slug, self.inodes.known)

@@ -22,17 +22,11 @@ that no read ever combines two versions:
 * A change queues its invalidations at once (the view first, then the queue), so an open
   after a commit returns or after memfs saw a change on disk already takes the direct path
   until the kernel has forgotten the old version.
-* A warm read open repeats the last one (issue 14): once an open of a version was served
-  through the page cache, a `Share` remembers it, and the next read opens of that inode
-  join its handle: one lookup and one comparison of what it depended on (past `fd_limit`,
-  where no descriptor is kept, the share opens one of its own while an open reads through
-  it: trusting inotify, at the first read that reaches memfs, else at the open). A file
-  rewritten in place is told by inotify (`trusts_inotify`, docs/ARCHITECTURE.md says
-  how); without a watch on every folder, each warm open checks its descriptor with an
-  fstat instead. What it depended on is stamped: this module's `Kernel.epoch` (bumped by
-  every invalidation queued, every record dropped, every writer coming), the inode
-  numbers' epoch and the project's generation. Whatever changes any of them sends the
-  next open the long way.
+* No read ever fails because a file changed: a handle reads its version's descriptor, and
+  a file rewritten in place on disk (a `touch`, an append, a rewrite) is read as the disk
+  shows it, as a local reader would, until the watcher's invalidation reaches the kernel.
+  Every open checks its descriptor with an fstat against the version the view reports
+  (`pins.py`): one that does not match is served with direct I/O, past the page cache.
 
 Invalidations are sent by `Kernel.run`, a task of its own, from a worker thread: a notify
 sent inside a handler can deadlock the mount (FUSE-NOTES).
@@ -40,12 +34,10 @@ sent inside a handler can deadlock the mount (FUSE-NOTES).
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import logging
 import math
 import os
-import resource
 from collections import Counter
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
@@ -57,7 +49,6 @@ from memfs import workers
 from memfs.inodes import ROOT_INODE, Key
 from memfs.project import MEMORY, PREAMBLE, Kind, Leaf, Project
 from memfs.tree import parent_of
-from memfs.writing import OpenFile
 
 log = logging.getLogger(__name__)
 
@@ -83,41 +74,10 @@ def token_of_leaf(project: Project, leaf: Leaf) -> Token:
     return (v.origin, v.path, v.size, v.mtime_ns)
 
 
-def _shows(fd: int, size: int, mtime_ns: int) -> bool:
-    """Whether the file behind ``fd`` is still the version of that size and mtime (one
-    fstat): a file rewritten in place is another version under the same descriptor."""
-    st = os.fstat(fd)
-    return st.st_mtime_ns == mtime_ns and st.st_size == size
-
-
-@dataclass(eq=False, slots=True)
-class Share:
-    """The handle every read open of one version of ``ino`` joins while nothing it was
-    decided on changed (see the module's text): the page cache, and the descriptor it
-    reads through (the kept one, or its own)."""
-
-    fh: int
-    f: OpenFile
-    info: pyfuse3.FileInfo  # what `open` answers (pyfuse3 copies it into each reply)
-    cached: _Cached
-    project: Project
-    # What it was decided on: Kernel.epoch, the inode numbers' epoch, the project's
-    # generation; and the version's (size, mtime_ns), for the fstat. Plain fields, not
-    # tuples: they are compared at every warm open.
-    epoch: int
-    inode_epoch: int
-    generation: int
-    size: int
-    mtime_ns: int
-
-
 @dataclass(eq=False, slots=True)
 class _Cached:
     token: Token
     readers: int = 0  # opens served through the page cache that are still open
-    # That version's descriptor, kept while the kernel may hold its pages: the next open of
-    # the same version reads through it (its reads must return those very bytes anyway).
-    fd: int = -1
 
 
 class Kernel:
@@ -130,28 +90,14 @@ class Kernel:
         self._cached: dict[int, _Cached] = {}
         self._writers_coming: Counter[int] = Counter()  # inode -> O_TRUNC opens waiting
         self._drained: dict[int, trio.Event] = {}  # inode -> set when its readers are gone
-        # Descriptors kept in _Cached records: at most half of what the process may open
-        # (pins.py keeps an eighth), the rest for handles, stages and the rest; a share
-        # past it opens its own (OpenFile.pin): at its first read trusting inotify, else
-        # at each warm open (two syscalls more).
-        self.fd_limit = min(resource.getrlimit(resource.RLIMIT_NOFILE)[0] // 2, 65536)
-        self.fds_kept = 0
         self.sent = 0
         self.errors = 0
-        # Bumped by whatever may change how an open is served: see the module's text.
-        self.epoch = 0
-        self.shares: dict[int, Share] = {}  # inode -> the share its read opens join
-        self.shared_opens = 0
-        # Whether inotify tells every file rewritten in place (`shared`): set by the adapter
-        # while a watcher watches every folder; else each warm open checks with an fstat.
-        self.trusts_inotify = False
 
     # --- serving an open ------------------------------------------------------------
 
     def open(self, ino: int, token: Token) -> bool | None:
         """How to serve an open of ``ino`` reading version ``token``: True through the
         page cache, its pages kept; None with direct I/O. Pair True with `closed`."""
-        # .get: a Counter's missing key costs a Python call (__missing__), per open
         if self._queued.get(ino) or self._writers_coming.get(ino):
             return None
         cached = self._cached.get(ino)
@@ -170,139 +116,8 @@ class Kernel:
             self.inode(ino)
         return None
 
-    def kept_fd(self, ino: int, token: Token) -> int:
-        """The descriptor kept for version ``token`` of ``ino``, or -1: the one an open
-        of that version served through the page cache may read through (`open` decides)."""
-        cached = self._cached.get(ino)
-        if cached is None or cached.token != token or self._queued.get(ino):
-            return -1
-        return cached.fd
-
-    def reuse(self, f: OpenFile, token: Token) -> bool:
-        """Let ``f`` read through the descriptor kept for its very version, if one is and
-        the file behind it was not rewritten in place since (one fstat)."""
-        fd, v = self.kept_fd(f.ino, token), f.version
-        if fd < 0 or v is None or not _shows(fd, v.size, v.mtime_ns):
-            return False
-        f.fd, f.borrowed = fd, True
-        return True
-
-    def lend(self, f: OpenFile, served: bool | None) -> None:
-        """After `open` said how ``f`` is served: a reader through the page cache hands
-        its descriptor to the record (or goes on borrowing the record's); any other must
-        not borrow it (the record may close it while ``f`` reads), so it reads through a
-        copy of its own."""
-        if served and f.fd >= 0 and not f.borrowed and f.data is None:
-            f.borrowed = self.keep_fd(f.ino, f.fd)
-        elif not served and f.borrowed:
-            f.fd, f.borrowed = os.dup(f.fd), False
-
-    def share(
-        self,
-        fh: int,
-        f: OpenFile,
-        info: pyfuse3.FileInfo,
-        project: Project,
-        inode_epoch: int,
-        pin: Callable[[], int],
-    ) -> None:
-        """``f`` (handle ``fh``, answered with ``info``) was served through the page cache:
-        the next read opens of its inode may join it. It reads through the kept descriptor,
-        or, past `fd_limit`, through its own, closed when no open reads through it and
-        opened again (``pin``) by the next."""
-        cached, v = self._cached.get(f.ino), f.version
-        if cached is None or v is None or f.fd < 0:
-            return
-        if f.borrowed and cached.fd != f.fd:
-            return
-        f.shared, f.pin = True, pin
-        self.shares[f.ino] = Share(
-            fh, f, info, cached, project, self.epoch, inode_epoch, project.generation,
-            v.size, v.mtime_ns,
-        )  # fmt: skip
-
-    def shared(self, ino: int, inode_epoch: int, loaded: dict[str, Project]) -> Share | None:
-        """The share a read open of ``ino`` joins now, or None: then it takes the long way
-        (and a share that no longer holds is forgotten). Raises nothing: it runs outside
-        the handlers' error translation. Every warm read open runs it."""
-        share = self.shares.get(ino)
-        if share is None:
-            return None
-        project = share.project
-        if (
-            share.epoch == self.epoch
-            and share.inode_epoch == inode_epoch
-            and share.generation == project.generation
-            and loaded.get(project.slug) is project
-        ):
-            if self.trusts_inotify:
-                # Past the kept descriptors' limit a share has no descriptor while nobody
-                # reads through it: trusting inotify, the first read that reaches memfs
-                # opens the version again (`fs.read`; warm, the page cache serves them
-                # all), not every open (an openat and an fstat each, issue 14).
-                # A write into the file queued an inotify event before the writer's call
-                # returned, and reading that event bumps the epoch (`Listener.rewriting`):
-                # a share that passed the stamps above missed only a write whose event is
-                # not read yet. Its open reads the version before, as SPEC 5.4 allows
-                # until a change shows; `fs.read` refuses a page the kernel lacks rather
-                # than mix the two. No fstat: it cost 6 µs of a warm open here (issue 14).
-                current = True
-            elif share.f.fd < 0:
-                current = self._pinned_again(share)
-            else:
-                try:
-                    # Rewritten in place: another version, same descriptor.
-                    st = os.fstat(share.f.fd)
-                    current = st.st_mtime_ns == share.mtime_ns and st.st_size == share.size
-                except OSError:
-                    current = False
-            if current:
-                share.cached.readers += 1
-                self.shared_opens += 1
-                return share
-        del self.shares[ino]
-        return None
-
-    @staticmethod
-    def _pinned_again(share: Share) -> bool:
-        """A share that keeps no descriptor while nobody reads through it (past
-        `fd_limit`) opens the very version again; False when the disk holds another."""
-        f = share.f
-        assert f.pin is not None  # set by `share`
-        f.fd = f.pin()
-        return f.fd >= 0
-
-    def left(self, f: OpenFile) -> None:
-        """An open of shared handle ``f`` was released (after `OpenFiles.leave`): a handle
-        with a descriptor of its own closes it when nobody reads through it any more."""
-        if not f.opens and not f.borrowed and f.fd >= 0:
-            fd, f.fd = f.fd, -1
-            with contextlib.suppress(OSError):  # this must not raise (fs.release)
-                os.close(fd)
-        self.closed(f.ino)
-
-    def changed(self) -> None:
-        """Something an open's service depends on changed (a writer's stage came): every
-        share takes the long way at its next open."""
-        self.epoch += 1
-
-    def keep_fd(self, ino: int, fd: int) -> bool:
-        """An open that `open` let use the page cache hands its descriptor over, to be kept
-        while the pages may stay; False when one is kept already or too many are."""
-        cached = self._cached.get(ino)
-        if cached is None or cached.fd >= 0 or self.fds_kept >= self.fd_limit:
-            return False
-        cached.fd = fd
-        self.fds_kept += 1
-        return True
-
     def _drop(self, ino: int) -> None:
-        self.epoch += 1
-        self.shares.pop(ino, None)
-        cached = self._cached.pop(ino, None)
-        if cached is not None and cached.fd >= 0:
-            os.close(cached.fd)
-            self.fds_kept -= 1
+        self._cached.pop(ino, None)
 
     def holds_other(self, ino: int, token: Token) -> bool:
         """Whether an open reading another version than ``token`` uses the page cache."""
@@ -323,7 +138,6 @@ class Kernel:
         first (at most ``patience`` seconds), and send every new one past it meanwhile,
         so that no reader's read is cut at 0. Pair with `truncated`."""
         self._writers_coming[ino] += 1
-        self.epoch += 1
         cached = self._cached.get(ino)
         if cached is None or not cached.readers:
             return
@@ -342,28 +156,15 @@ class Kernel:
         """The kernel dropped the inode: nothing of it is cached any more."""
         self._drop(ino)
 
-    def _check(self) -> None:
-        """Assert every invariant; the tests call this after each step."""
-        for ino, share in self.shares.items():
-            f = share.f
-            assert f.ino == ino, (ino, f.ino)
-            assert f.shared, ino
-            assert share.cached is self._cached.get(ino), ino  # a dropped record drops it
-            if f.borrowed:
-                assert f.fd == share.cached.fd >= 0, (ino, f.fd, share.cached.fd)
-            assert share.cached.readers >= f.opens >= 0, (ino, share.cached.readers, f.opens)
-
     # --- invalidations --------------------------------------------------------------
 
     def entry(self, parent: int, name: str) -> None:
         """The kernel must look ``name`` up again in folder ``parent``."""
-        self.epoch += 1  # what a share was decided on may be gone
         if self.enabled:
             self._send.send_nowait(("entry", parent, os.fsencode(name)))
 
     def inode(self, ino: int) -> None:
         """The kernel must forget ``ino``'s attributes and pages."""
-        self.epoch += 1
         if self.enabled:
             self._queued[ino] += 1
             self._send.send_nowait(("inode", ino, b""))

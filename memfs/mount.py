@@ -346,6 +346,7 @@ def _raise_descriptor_limit() -> None:
 
 async def _serve(ops: MemFS, mountpoint: Path) -> None:
     watcher = Watcher(ops.catalog, ops)
+    watcher.turns.tune()
     ops.watcher = watcher
     try:
         async with trio.open_nursery() as nursery:

@@ -75,13 +75,13 @@ def _report(ops: MemFS) -> dict[str, Any]:
         ],
         "requests": (requests := ops.stats.all_requests()),
         "requests_total": sum(requests.values()),
-        # Read opens that joined the handle of the open before them (kernel.Share).
-        "shared_opens": ops.kernel.shared_opens,
         "invalidations": ops.kernel.sent,
         "invalidation_errors": ops.kernel.errors,
         "commits": ops.stats.commits,
         "loads": watcher.loads if watcher is not None else 0,
         "watch_events": watcher.events if watcher is not None else 0,
+        # Folders inotify could not watch (its limit): changes in them show late.
+        "watch_failures": watcher.watch_failures if watcher is not None else 0,
         # memfs's own renames (commits included), skipped: their plans read the names back.
         "own_renames_skipped": watcher.inotify.own_renames if watcher is not None else 0,
         "stale_swept": ops.stats.stale_swept,

@@ -14,9 +14,9 @@ Threading contract:
   thread. Watches a worker adds are registered on the trio thread; their events that come
   first are held back and replayed then.
 - Never rescans on a timer; only an inotify queue overflow rescans the loaded projects.
-- While a worker runs one of these long Python loops, `Turns` lowers the GIL's switch
-  interval and holds full garbage collections back, so that the request thread, which needs
-  the GIL at every request, is not held up by the worker (see `Turns` for the figures).
+- So that a worker's long Python loop does not hold up the request thread, which needs
+  the GIL at every request, `Turns` sets a short GIL switch interval and rarer full garbage
+  collections, once for the process (see `Turns` for the figures).
 
 Watched: each source's root (projects appearing or vanishing), every folder of every
 loaded project, and for a project folder whose memory folder does not exist yet, the
@@ -36,14 +36,13 @@ import struct
 import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 import trio
 
-from memfs import names, sources, state, workers
+from memfs import sources, state, workers
 from memfs.catalog import Catalog
 from memfs.project import Origin, Project, read_bodies
 
@@ -80,10 +79,6 @@ _FOLDER_MASK = (
     | IN_DONT_FOLLOW
     | IN_EXCL_UNLINK
 )
-# What a write into an existing file raises: its bytes or its mtime change under the same
-# inode, so a descriptor of it no longer shows the version it opened (`Listener.rewriting`).
-# An overflow may have lost such an event.
-_UNTRUSTED = IN_MODIFY | IN_CLOSE_WRITE | IN_ATTRIB | IN_Q_OVERFLOW
 _ROOT_MASK = _ENTRY_EVENTS | IN_ONLYDIR | IN_DONT_FOLLOW
 _EVENT = struct.Struct("iIII")
 MARK_WAIT_S = 0.002  # how long a rename's events wait for memfs's mark (`Inotify.read`)
@@ -184,11 +179,6 @@ class Inotify:
 class Listener(Protocol):
     def project_changed(self, project: Project) -> None: ...
     def root_changed(self, slug: str) -> None: ...
-    # A file may have been rewritten in place (told as the events are read, before they
-    # are looked at): warm opens must stop trusting what they knew (kernel.Share).
-    def rewriting(self) -> None: ...
-    # A folder could not be watched: changes in it may go untold.
-    def watch_failed(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -242,26 +232,26 @@ class _Work:
 # 26 ms (p99 13); with 0.5 ms 25-60 (p99 10-20); with 0.2 ms 14-15 ms (p99 6-8), the
 # build some 25 % slower while it serves twice the cats. A build that instead sleeps 50 µs
 # every 16 files, at 5 ms, gave 20-40 ms (p99 7-15) and would put thread yields into the
-# pure core. The warm paths are not touched: the default is back as soon as no such loop
-# runs, and with no thread waiting for the GIL the interval costs nothing anyway (it only
-# bounds how long a waiter waits).
+# pure core. Set once for the process (`Turns.tune`): with no thread waiting for the GIL
+# the interval costs nothing (it only bounds how long a waiter waits).
 HEAVY_SWITCH_S = 0.0002
 FEW_LOOKS = 32  # a batch of at most this many looks is no long loop (`Watcher._turn`)
 AHEAD_SETTLE_S = 0.01  # a project's bodies are read ahead once its changes pause this long
-NEVER = 1 << 30  # a collection threshold never reached
+RARE_FULL = 100  # full collections this many times rarer than by default (`Turns`)
 
 
 class Turns:
-    """How the request thread and the watcher's workers share the interpreter.
+    """How the request thread and the watcher's workers share the interpreter: set once for
+    the whole process when the mount starts (`tune`), never toggled per load, so every
+    request meets the same interpreter.
 
-    Trio thread only: `heavy` is entered around each worker call that runs a long Python
-    loop (a build, a settle and scan, a batch of looks), however many overlap.
-
-    - The GIL's switch interval is `HEAVY_SWITCH_S` while any runs (see there).
-    - Full collections (generation 2) wait meanwhile: one walks every tracked object with
-      the GIL held and no switch, 20-50 ms once a 10,000-file project is in memory, and a
-      build allocates enough to start several. Young collections still run (they walk only
-      what is new).
+    - The GIL's switch interval is `HEAVY_SWITCH_S` (see there): with no thread waiting for
+      the GIL it costs nothing; with a worker in a long loop it bounds the request thread's
+      wait.
+    - Full collections (generation 2) run `RARE_FULL` times less often than by default: one
+      walks every tracked object with the GIL held and no switch, 20-50 ms once a
+      10,000-file project is in memory, and a build allocates enough to start several.
+      Young collections run as usual (they walk only what is new).
     - After a project's load, `settled` freezes what is alive (gc.freeze): the project
       just built, long-lived and acyclic, leaves the collector's sight, so later full
       collections walk only what came after it. The cost: a reference cycle alive at that
@@ -270,27 +260,13 @@ class Turns:
 
     def __init__(self, switch_s: float = HEAVY_SWITCH_S) -> None:
         self.switch_s = switch_s
-        self.running = 0  # heavy worker calls in flight
         self.freezes = 0
-        self._saved: tuple[float, tuple[int, int, int]] | None = None
 
-    @contextmanager
-    def heavy(self) -> Iterator[None]:
-        if self.running == 0:
-            self._saved = (sys.getswitchinterval(), gc.get_threshold())
-            sys.setswitchinterval(self.switch_s)
-            young, middle, _ = self._saved[1]
-            gc.set_threshold(young, middle, NEVER)
-        self.running += 1
-        try:
-            yield
-        finally:
-            self.running -= 1
-            if self.running == 0 and self._saved is not None:
-                interval, thresholds = self._saved
-                self._saved = None
-                gc.set_threshold(*thresholds)
-                sys.setswitchinterval(interval)
+    def tune(self) -> None:
+        """The process's settings, once, before serving (mount.py)."""
+        sys.setswitchinterval(self.switch_s)
+        young, middle, full = gc.get_threshold()
+        gc.set_threshold(young, middle, full * RARE_FULL)
 
     def settled(self) -> None:
         """A project was loaded: keep it out of every later full collection (O(1))."""
@@ -362,8 +338,7 @@ class Watcher:
         origins = self.catalog.origins(slug)
         self._busy += 1
         try:
-            with self.turns.heavy():
-                project, pairs = await workers.run(self._build, slug, origins)
+            project, pairs = await workers.run(self._build, slug, origins)
         finally:
             self._busy -= 1
         if self.catalog.loaded().get(slug) is not None or not self.catalog.has(slug):
@@ -440,14 +415,8 @@ class Watcher:
         except OSError as exc:
             if exc.errno not in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
                 log.warning("cannot watch %s: %s", path, exc)
-                self.watch_failures += 1  # told on the trio thread (`_told_of_failures`)
+                self.watch_failures += 1  # counted in status
             return None
-
-    def _told_of_failures(self) -> None:
-        """Trio thread: after watches were added (here or in a worker), a failed one is
-        told to the adapter before whatever it watches is served."""
-        if self.watch_failures:
-            self.listener.watch_failed()
 
     def _register(self, project: Project, pairs: Pairs) -> None:
         """Trio thread: the watches a worker added are ours now; replay what they saw."""
@@ -462,7 +431,6 @@ class Watcher:
             self._stashed = 0
         if replay:
             self._send.send_nowait(replay)
-        self._told_of_failures()
 
     def recheck(self, project: Project, i: int, path: str) -> None:
         """A request found ``path`` of origin ``i`` changed on disk before inotify said so:
@@ -527,7 +495,6 @@ class Watcher:
 
     def _add(self, path: Path, mask: int, target: _Target) -> bool:
         wd = self._try_add(path, mask)
-        self._told_of_failures()
         if wd is None:
             return False
         self._targets[wd] = target
@@ -546,8 +513,6 @@ class Watcher:
         while True:
             batch = await self.inotify.read()
             self.events += len(batch)
-            if any(m & _UNTRUSTED and not names.is_stage(name) for _, m, name in batch):
-                self.listener.rewriting()
             self._send.send_nowait(batch)
 
     async def _process(self, item: list[Event] | _Work) -> None:
@@ -564,8 +529,7 @@ class Watcher:
             jobs = self._jobs(work)
             self._busy += 1
             try:
-                with self._turn(jobs):
-                    results = await workers.run(self._read_jobs, jobs)
+                results = await workers.run(self._read_jobs, jobs)
             finally:
                 self._busy -= 1
             work = _Work()
@@ -579,16 +543,6 @@ class Watcher:
         for slug, project in touched.items():
             if slug in before and project.generation != before[slug]:
                 self.read_ahead_soon(project)
-
-    def _turn(
-        self, jobs: list[tuple[Project, int, Origin, str | None, set[str]]]
-    ) -> AbstractContextManager[None]:
-        """The interpreter's sharing for one worker call of ``jobs``: a scan or a long
-        batch of looks is a long Python loop (`Turns.heavy`); a few looks are not, and
-        changing the switch interval for them only makes the threads trade the GIL."""
-        if len(jobs) > FEW_LOOKS or any(path is None for _, _, _, path, _ in jobs):
-            return self.turns.heavy()
-        return nullcontext()
 
     async def _reading_ahead(self) -> None:
         """The projects asked for by `read_ahead_soon`, read ahead once no ask came for

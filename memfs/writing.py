@@ -35,20 +35,15 @@ class OpenFile:
     ino: int
     key: Key
     version: Version | None = None  # the version it opened (None: synthetic or created)
-    fd: int = -1  # that version's file (or the union's memfd), opened once
-    borrowed: bool = False  # ``fd`` is the kernel record's (kernel.py), not closed by it
+    fd: int = -1  # that version's file, opened once and closed at release
     data: bytes | None = None  # PREAMBLE.md or the MEMORY.md union, fixed at open
     token: object = None  # what the kernel's pages hold for it (kernel.py); None: direct I/O
-    # A handle shared by the opens of one version through the page cache (kernel.Share):
-    # ``opens`` of them read through it now, and it is registered only while one does.
-    shared: bool = False
-    opens: int = 1
-    # A shared handle past the kept descriptors' limit opens its version's file again with
-    # this (-1: the disk holds another version by now): `Kernel.shared`, `MemFS.read`.
-    pin: Callable[[], int] | None = None
     # Writing
     writer: bool = False
     pid: int = 0  # the thread that opened it (FUSE names the calling thread)
+    # Its process: only a close of the writer's own last descriptor commits (`MemFS.flush`),
+    # not a forked child's close of the one it inherited.
+    tgid: int = 0
     append: bool = False
     stage: staging.Stage | None = None
     # A handle keeps the version it replaces at most once: at its first commit, what stood
@@ -140,19 +135,6 @@ class OpenFiles:
             del self._pending[f.key]
         return f
 
-    def join(self, fh: int, f: OpenFile) -> None:
-        """One more open reads through shared handle ``f`` (number ``fh``)."""
-        f.opens += 1
-        if f.opens == 1:
-            self._by_fh[fh] = f
-
-    def leave(self, fh: int, f: OpenFile) -> None:
-        """One open of shared handle ``f`` was released; the last one unregisters it (its
-        share keeps it for the next open, kernel.py)."""
-        f.opens -= 1
-        if not f.opens:
-            self._by_fh.pop(fh, None)
-
     # --- pending creates ------------------------------------------------------------
 
     def pending(self, key: Key) -> OpenFile | None:
@@ -196,11 +178,19 @@ class OpenFiles:
         """The size of the version read through the page cache of ``ino``; None if none is
         (kernel.py: only one version per inode is read that way at a time)."""
         reader = next((f for f in self.of_inode(ino) if f.token is not None), None)
-        return reader.size() if reader is not None else None
+        if reader is None:
+            return None
+        # The version it opened, not its descriptor's size now: a file appended to on disk
+        # keeps its inode, and the reader's pages are of the version before.
+        return reader.version.size if reader.version is not None else reader.size()
+
+    def own_writer(self, ino: int, pid: int) -> OpenFile | None:
+        """The handle through which thread ``pid`` writes ``ino`` itself, if it does."""
+        return next((f for f in self.writers_of(ino) if f.pid == pid), None)
 
     def own_size(self, ino: int, pid: int) -> int | None:
         """The size ``pid`` sees while it writes ``ino`` itself; None for everyone else."""
-        mine = next((f for f in self.writers_of(ino) if f.pid == pid), None)
+        mine = self.own_writer(ino, pid)
         return mine.size() if mine is not None else None
 
     # --- names that change under open files ----------------------------------------
@@ -254,5 +244,3 @@ class OpenFiles:
         for f in self._by_fh.values():
             assert not (f.stage is not None and not f.writer), f.key
             assert f.failed >= 0
-            assert f.opens == 1 or (f.shared and f.opens > 1), (f.key, f.opens)
-            assert not (f.shared and (f.writer or (f.fd < 0 and f.pin is None))), f.key

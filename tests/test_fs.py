@@ -631,104 +631,95 @@ async def test_a_head_file_is_read_through_the_descriptor_its_open_pinned(
     assert await ops.read(info.fh, len(body), 100) == b""
     assert await ops.read(info.fh, 10_000, 100) == b""
     await ops.release(info.fh)
-    # Its pages may stay in the kernel's cache: the descriptor of the version they hold is
-    # kept with them (kernel.py), and the next open of that version reads through it.
-    assert open_fds() == fds + 2
+    # The file's descriptor goes with its open; the folder's stays.
+    assert open_fds() == fds + 1
     assert ops.status()["open_handles"] == 0
     again = await ops.open(a.st_ino, os.O_RDONLY, CTX)
-    assert again.keep_cache
-    assert open_fds() == fds + 2
+    assert again.keep_cache  # the same version: the kernel's pages of it may serve it
     assert await ops.read(again.fh, 0, 4096) == body
     await ops.release(again.fh)
-    # The kernel forgets the inode: the descriptor goes with its pages.
-    await ops.forget([(a.st_ino, ops.inodes.lookups(a.st_ino))])
     ops.pins.close()
     assert open_fds() == fds
 
 
-async def test_an_open_past_the_page_cache_reads_through_a_descriptor_of_its_own(
+async def test_a_reader_open_while_a_file_is_written_reads_the_committed_bytes(
     sample: Sample,
 ) -> None:
     ops = sample.ops
     a = await walk(ops, f"{CLAUDE_SLUG}/a.md")
-    first = await ops.open(a.st_ino, os.O_RDONLY, CTX)
-    kept = ops.files.get(first.fh).fd
-    await ops.release(first.fh)
     writer = await ops.open(a.st_ino, os.O_RDWR, CTX)
     assert await ops.write(writer.fh, 0, b"O") == 1
-    # While it is written, readers are served with direct I/O: they are no readers of the
-    # kernel record, which may close its descriptor at any time.
-    reader = await ops.open(a.st_ino, os.O_RDONLY, CTX)
+    # While it is written, other readers are served with direct I/O, the committed bytes.
+    reader = await ops.open(a.st_ino, os.O_RDONLY, FakeContext(pid=os.getpid() + 1))
     assert reader.direct_io
-    f = ops.files.get(reader.fh)
-    assert not f.borrowed
-    assert f.fd not in (-1, kept)
-    ops.kernel.forgotten(a.st_ino)  # the record goes, and its descriptor with it
     assert await ops.read(reader.fh, 0, 4096) == OWN_A.encode()
     await ops.release(reader.fh)
-    await ops.release(writer.fh)  # nothing flushed: it never commits
+    await ops.release(writer.fh)  # nothing flushed, but its release commits it
+    assert await cat(ops, a.st_ino) == b"O" + OWN_A.encode()[1:]
 
 
-async def test_a_kept_descriptor_is_not_reused_once_its_file_changed_in_place(
-    sample: Sample,
-) -> None:
+async def test_a_writer_reads_back_what_it_wrote_before_it_closes(sample: Sample) -> None:
+    """The writer's stat shows its own size (writing.py); a read open of its own sees the
+    same bytes, while everyone else still reads the committed file."""
     ops = sample.ops
     a = await walk(ops, f"{CLAUDE_SLUG}/a.md")
-    info = await ops.open(a.st_ino, os.O_RDONLY, CTX)
-    await ops.release(info.fh)
-    # Rewritten in place on disk, not yet seen by the view: the kept descriptor shows
-    # other bytes than the version its pages hold, so the next open reads past the cache.
-    path = sample.own / "a.md"
+    writer = await ops.open(a.st_ino, os.O_WRONLY | os.O_TRUNC, CTX)
+    assert await ops.write(writer.fh, 0, b"x" * 12_000) == 12_000
+    attrs = await ops.getattr(a.st_ino, CTX)
+    assert attrs.st_size == 12_000
+    mine = await ops.open(a.st_ino, os.O_RDONLY, CTX)
+    assert mine.direct_io
+    assert await read_all(ops, mine.fh) == b"x" * 12_000
+    await ops.release(mine.fh)
+    other = FakeContext(pid=os.getpid() + 1)
+    assert (await ops.getattr(a.st_ino, other)).st_size == len(OWN_A)
+    theirs = await ops.open(a.st_ino, os.O_RDONLY, other)
+    assert await read_all(ops, theirs.fh) == OWN_A.encode()
+    await ops.release(theirs.fh)
+    await ops.flush(writer.fh)
+    await ops.release(writer.fh)
+    assert await cat(ops, a.st_ino) == b"x" * 12_000
+
+
+def _touched(path: Path, body: bytes) -> bytes:
+    os.utime(path, ns=(time.time_ns(), time.time_ns()))
+    return body
+
+
+def _appended(path: Path, body: bytes) -> bytes:
+    with path.open("ab") as f:
+        f.write(b"appended on disk\n")
+    return path.read_bytes()
+
+
+def _rewritten(path: Path, body: bytes) -> bytes:
     with path.open("r+b") as f:
-        f.write(b"OWN A, longer than it was\n")
-    again = await ops.open(a.st_ino, os.O_RDONLY, CTX)
-    assert again.direct_io
-    assert await ops.read(again.fh, 0, 4096) == path.read_bytes()
-    await ops.release(again.fh)
+        f.write(b"X" * len(body))
+    return path.read_bytes()
 
 
-@pytest.fixture(params=["kept", "own"])
-def descriptors(request: pytest.FixtureRequest, sample: Sample) -> str:
-    """Shares read through the descriptor the kernel record keeps, or, past the limit of
-    kept descriptors, through one of their own, open while an open reads through it."""
-    if request.param == "own":
-        sample.ops.kernel.fd_limit = 0
-    return str(request.param)
-
-
-async def test_a_warm_read_open_joins_the_handle_of_the_open_before_it(
-    sample: Sample, descriptors: str
+@pytest.mark.parametrize("change", [_touched, _appended, _rewritten])
+async def test_no_read_fails_when_its_file_changes_on_disk(
+    sample: Sample, change: Callable[[Path, bytes], bytes]
 ) -> None:
+    """SPEC 5.4: a change on disk, with or without an open descriptor, never turns a read
+    into an error; the reader gets its version, or what the disk shows."""
     ops = sample.ops
     a = await walk(ops, f"{CLAUDE_SLUG}/a.md")
     body = OWN_A.encode()
-    first = await ops.open(a.st_ino, os.O_RDONLY, CTX)
-    await ops.release(first.fh)
-    fds = open_fds()
-    # Issue 14: the next read opens repeat what the first one decided (the page cache, the
-    # descriptor), with no tree or inode lookup.
-    second = await ops.open(a.st_ino, os.O_RDONLY, CTX)
-    third = await ops.open(a.st_ino, os.O_RDONLY, CTX)
-    assert (second.fh, third.fh) == (first.fh, first.fh)
-    assert second.keep_cache
-    assert not second.direct_io
-    assert ops.kernel.shared_opens == 2
-    # A kept descriptor is the kernel record's; one of its own is opened by the first open
-    # that joins, and shared by the ones that join while it reads.
-    assert open_fds() == fds + (descriptors == "own")
-    assert ops.status()["open_handles"] == 1
+    held = await ops.open(a.st_ino, os.O_RDONLY, CTX)
+    assert held.keep_cache
+    now = change(sample.own / "a.md", body)
+    # The descriptor held across the change reads the disk's bytes, as a local one would
+    # (its version's pages, where the kernel has them, are of the same length and place).
+    got = await read_all(ops, held.fh)
+    assert got in (body, now[: len(body)], now), got
+    await ops.release(held.fh)
+    # An open after it, the watcher not told yet: read past the page cache, the disk's.
+    again = await ops.open(a.st_ino, os.O_RDONLY, CTX)
+    assert await read_all(ops, again.fh) == now
+    await ops.release(again.fh)
     ops._check()
-    await ops.release(second.fh)
-    # The other open still reads through the shared handle.
-    assert await read_all(ops, third.fh) == body
-    await ops.flush(third.fh)
-    await ops.release(third.fh)
-    assert ops.status()["open_handles"] == 0
-    assert open_fds() == fds
-    ops._check()
-    assert await cat(ops, a.st_ino) == body
-    assert ops.kernel.shared_opens == 3
-    assert open_fds() == fds
 
 
 async def _rewritten_in_place(sample: Sample, a: pyfuse3.EntryAttributes) -> bytes:
@@ -798,104 +789,18 @@ async def _being_written(sample: Sample, a: pyfuse3.EntryAttributes) -> bytes:
         _being_written,
     ],
 )
-async def test_a_read_open_takes_the_long_way_once_its_share_may_not_hold(
+async def test_a_read_open_after_a_change_reads_the_version_shown_now(
     sample: Sample,
-    descriptors: str,
     change: Callable[[Sample, pyfuse3.EntryAttributes], Awaitable[bytes]],
 ) -> None:
     ops = sample.ops
     a = await walk(ops, f"{CLAUDE_SLUG}/a.md")
     assert await cat(ops, a.st_ino) == OWN_A.encode()
     assert await cat(ops, a.st_ino) == OWN_A.encode()
-    assert ops.kernel.shared_opens == 1
     expected = await change(sample, a)
-    again = await ops.open(a.st_ino, os.O_RDONLY, CTX)
-    assert ops.kernel.shared_opens == 1, "joined a share that no longer holds"
+    again = await ops.open(a.st_ino, os.O_RDONLY, FakeContext(pid=os.getpid() + 1))
     assert await read_all(ops, again.fh) == expected
     await ops.release(again.fh)
-    ops._check()
-
-
-async def test_a_warm_open_trusting_inotify_joins_without_a_look_at_the_disk(
-    sample: Sample,
-) -> None:
-    """With every folder watched (a mount), a warm open checks nothing on disk (issue 14):
-    a file rewritten in place is told by inotify, and until the watcher reads that event
-    the open reads the version before it, as SPEC 5.4 allows, but never a mix: a page
-    the kernel lacks is refused rather than read from the new bytes."""
-    ops = sample.ops
-    ops.kernel.trusts_inotify = True
-    a = await walk(ops, f"{CLAUDE_SLUG}/a.md")
-    assert await cat(ops, a.st_ino) == OWN_A.encode()
-    assert await cat(ops, a.st_ino) == OWN_A.encode()
-    assert ops.kernel.shared_opens == 1
-    with (sample.own / "a.md").open("r+b") as f:
-        f.write(b"OWN A, longer than it was\n")
-    # The event not read yet: the open joins, and a read (a page the kernel lacks) fails.
-    joined = await ops.open(a.st_ino, os.O_RDONLY, CTX)
-    assert ops.kernel.shared_opens == 2
-    assert await fuse_errno(ops.read(joined.fh, 0, 4096)) == errno.EIO
-    await ops.release(joined.fh)
-    # That refusal alone sends the next open the long way, which reads the disk's bytes.
-    assert await cat(ops, a.st_ino) == b"OWN A, longer than it was\n"
-    assert ops.kernel.shared_opens == 2
-    ops._check()
-
-
-async def test_past_the_kept_descriptors_a_trusted_warm_open_opens_its_file_at_a_read_only(
-    sample: Sample,
-) -> None:
-    """Past the limit of kept descriptors a share has none while nobody reads through it.
-    Trusting inotify, a warm open joins it with no system call (before, an openat and an
-    fstat: 10 % of a warm cat on the benchmark's 15,200 files, issue 14); a read that
-    reaches memfs (a page the kernel lacks) opens the version, or is refused when the
-    disk holds another one inotify has not told yet."""
-    ops = sample.ops
-    ops.kernel.fd_limit = 0
-    ops.kernel.trusts_inotify = True
-    a = await walk(ops, f"{CLAUDE_SLUG}/a.md")
-    body = OWN_A.encode()
-    assert await cat(ops, a.st_ino) == body
-    fds = open_fds()
-    joined = await ops.open(a.st_ino, os.O_RDONLY, CTX)
-    assert ops.kernel.shared_opens == 1
-    assert joined.keep_cache
-    assert not joined.direct_io
-    assert open_fds() == fds  # warm, the page cache serves every read: nothing opened
-    ops._check()
-    assert await read_all(ops, joined.fh) == body
-    assert open_fds() == fds + 1  # opened by that read, for the opens reading now
-    await ops.release(joined.fh)
-    assert open_fds() == fds
-    # Replaced on disk (a new file renamed over it), the event not read yet: the open joins,
-    # and its read refuses the other version's bytes.
-    write(sample.own / "a.md.new", "OWN A, the next version\n", at(50))
-    os.replace(sample.own / "a.md.new", sample.own / "a.md")
-    joined = await ops.open(a.st_ino, os.O_RDONLY, CTX)
-    assert ops.kernel.shared_opens == 2
-    assert await fuse_errno(ops.read(joined.fh, 0, 4096)) == errno.EIO
-    await ops.release(joined.fh)
-    assert open_fds() == fds
-    ops._check()
-
-
-async def test_a_write_told_by_inotify_sends_the_next_warm_open_the_long_way(
-    sample: Sample,
-) -> None:
-    ops = sample.ops
-    ops.kernel.trusts_inotify = True
-    a = await walk(ops, f"{CLAUDE_SLUG}/a.md")
-    assert await cat(ops, a.st_ino) == OWN_A.encode()
-    assert await cat(ops, a.st_ino) == OWN_A.encode()
-    with (sample.own / "a.md").open("r+b") as f:
-        f.write(b"OWN")
-    ops.rewriting()  # what the watcher says as it reads the write's events
-    assert await cat(ops, a.st_ino) == b"OWN a\n"
-    assert ops.kernel.shared_opens == 1
-    # A folder memfs cannot watch: warm opens check the disk again, one fstat each (as
-    # `test_a_read_open_takes_the_long_way_once_its_share_may_not_hold` shows).
-    ops.watch_failed()
-    assert not ops.kernel.trusts_inotify
     ops._check()
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pyfuse3
 import pytest
+from fakes import FakeContext
 from helpers import CLAUDE_SLUG
 from test_fs import (
     CTX,
@@ -31,7 +32,8 @@ async def test_a_reader_opening_a_file_being_written_commits_no_part(sample: Sam
     info, attrs = await ops.create(project.st_ino, b"new.md", 0o100644, os.O_WRONLY, CTX)
     assert await ops.write(info.fh, 0, b"first half, ") == 12
     target = sample.own / "new.md"
-    reader = await ops.open(attrs.st_ino, os.O_RDONLY, CTX)
+    # Another process's reader (the writer's own reads back its bytes).
+    reader = await ops.open(attrs.st_ino, os.O_RDONLY, FakeContext(pid=1))
     seen = await ops.read(reader.fh, 0, 4096)
     await ops.release(reader.fh)
     on_disk = target.read_bytes() if target.exists() else b""

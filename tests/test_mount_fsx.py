@@ -6,7 +6,8 @@ version) and a file only a read-only source has (the first change copies it up).
 copy in memory is checked after every operation: the range just written or read, the
 writer's ``st_size``, and at every close the whole file through the mount (a fresh open and
 ``stat``) and on disk in the own source. A fresh reader opened while the writer is open sees
-the last committed version, whole (SPEC 7.1).
+the last committed version, whole, unless it is the writer's own thread: that one sees what
+it wrote (SPEC 7.1).
 
 Deterministic given the seed: every choice and every byte comes from ``random.Random(seed)``.
 Each run prints its seed and operation count; a failure names them, the operation and the
@@ -15,10 +16,11 @@ last few before it. ``MEMFS_FSX_SEED`` replays one seed: ``MEMFS_FSX_SEED=7 pyte
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import random
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -161,16 +163,34 @@ def op_read(run: Run, t: Target) -> None:
         run.log.append(f"pread {t.name} (writer) off={off} len={length}")
         check_range(run, t, off, length)
         return
-    # A fresh reader: the last committed version, whole, while a writer is open or not.
-    run.log.append(f"read {t.name} (fresh open)" + (" while open" if t.fd >= 0 else ""))
-    fd = os.open(t.path, os.O_RDONLY)
+    # A fresh reader. Another thread (FUSE tells memfs the calling thread) sees the last
+    # committed version, whole, while a writer is open or not; the writer's own thread
+    # sees what it wrote, as its st_size says.
+    own = t.fd >= 0 and run.rng.random() < 0.5
+    run.log.append(
+        f"read {t.name} (fresh open{', the writer' if own else ''})"
+        + (" while open" if t.fd >= 0 else "")
+    )
+    got = read_fresh(t.path) if own else in_another_thread(read_fresh, t.path)
+    if own:
+        allowed = [bytes(t.shadow)]
+    else:
+        allowed = [t.committed] if t.synced is None else [t.committed, t.synced]
+    if got not in allowed:
+        run.fail(f"{t.name}: a fresh reader got {short(got)}, want {short(allowed[0])}")
+
+
+def read_fresh(path: Path) -> bytes:
+    fd = os.open(path, os.O_RDONLY)
     try:
-        got = read_all(fd)
+        return read_all(fd)
     finally:
         os.close(fd)
-    allowed = [t.committed] if t.synced is None else [t.committed, t.synced]
-    if got not in allowed:
-        run.fail(f"{t.name}: a fresh reader got {short(got)}, want {short(t.committed)}")
+
+
+def in_another_thread(fn: Callable[[Path], bytes], path: Path) -> bytes:
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(fn, path).result(timeout=30)
 
 
 def op_fsync(run: Run, t: Target) -> None:

@@ -282,7 +282,7 @@ def test_write_past_max_file_bytes_fails_with_efbig_and_changes_nothing(
     if got != errno.EFBIG:
         problems.append(f"truncate(path): {errno.errorcode.get(got or 0, got)}, want EFBIG")
     problems += changed_file(rw, names["ftruncate"], full, "truncate(path)")
-    # A new file: the same, and its name never appears.
+    # A new file: the same, and it stays, empty, as its create made it (as on a local disk).
     fd = os.open(rw.mnt("huge.md"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
         got = errno_of(os.write, fd, b"f" * (LIMIT + 1))
@@ -293,8 +293,8 @@ def test_write_past_max_file_bytes_fails_with_efbig_and_changes_nothing(
     left, _ = wait_until(lambda: stages(rw.own_root) == [], SOON, "no stage", must=False)
     if not left:
         problems.append(f"stage files left: {stages(rw.own_root)}")
-    if "huge.md" in os.listdir(rw.mnt()) or rw.own("huge.md").exists():
-        problems.append("the new file that failed with EFBIG exists")
+    if "huge.md" not in os.listdir(rw.mnt()) or read(rw.own("huge.md")) != b"":
+        problems.append("the new file that failed with EFBIG is not there, empty")
     problems += [f"on disk, not shown: {rel}" for rel in shown_on_disk_are_in_view(rw)]
     assert problems == [], "\n".join(problems)
 
@@ -793,8 +793,10 @@ def test_full_own_source_no_failed_write_changes_any_file(
     left, _ = wait_until(lambda: stages(rw.own_root) == [], SOON, "no stage", must=False)
     if not left:
         problems.append(f"stage files left: {stages(rw.own_root)}")
-    if os.path.basename(tmp) in os.listdir(mnt()):
-        problems.append(f"the failed temp file {os.path.basename(tmp)} is shown")
+    # The temp file its create made stays, empty, as on a local disk: the writer removes it.
+    if read(mnt(os.path.basename(tmp))) != b"":
+        problems.append(f"the failed temp file {os.path.basename(tmp)} is not there, empty")
+    os.unlink(tmp)
     after_disk = digests(disk_files(rw.own()))
     after_view = digests(snapshot(rw))
     for where, before, after in (

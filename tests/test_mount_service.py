@@ -873,9 +873,9 @@ def test_background_mount_status_sigusr1_and_umount(sandbox: Sandbox, mounts: Mo
 
 # --- a normal user: the bare mountpoint, fusermount3's refusals (SPEC 9) -----------------
 
-TEST_USER = "memfs-test"  # made by .ci/setup; made here when missing
+TEST_USER = "memfs-test"  # made by .ci/setup-tests; made here when missing
 MEMFS_SCRIPT = Path(sys.executable).parent / "memfs"  # the console script a user types
-# As .ci/setup makes it: no home (the tests give it one under /tmp), no login.
+# As .ci/setup-tests makes it: no home (the tests give it one under /tmp), no login.
 USERADD = ("useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent")
 USERADD += ("--shell", "/usr/sbin/nologin")
 
@@ -953,11 +953,11 @@ def _test_user() -> tuple[int, int]:
         try:
             entry = pwd.getpwnam(TEST_USER)
         except KeyError:
-            pytest.fail(f"no user {TEST_USER} and useradd could not make one; run .ci/setup")
+            pytest.fail(f"no user {TEST_USER} and useradd could not make one; run .ci/setup-tests")
     mode = stat.S_IMODE(os.stat("/dev/fuse").st_mode)
     if mode & 0o006 != 0o006:
         pytest.fail(
-            f"/dev/fuse has mode {mode:o}: a normal user cannot mount; run .ci/setup "
+            f"/dev/fuse has mode {mode:o}: a normal user cannot mount; run .ci/setup-tests "
             "(sudo chmod 0666 /dev/fuse, Debian's default)"
         )
     return entry.pw_uid, entry.pw_gid

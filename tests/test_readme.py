@@ -57,3 +57,13 @@ def test_readme_test_command_is_the_ci_one() -> None:
     ci = (README.parent / ".ci" / "run").read_text(encoding="utf-8")
     (command,) = re.findall(r"^TEST_CMD='(.*)'$", ci, flags=re.M)
     assert command in README.read_text(encoding="utf-8")
+
+
+def test_the_users_setup_installs_no_test_bench() -> None:
+    """The README's first command installs what memfs needs: no mergerfs, stress-ng or
+    Syncthing, no test tools, no user, no change to /dev/fuse's mode."""
+    setup = (README.parent / ".ci" / "setup").read_text(encoding="utf-8")
+    code = "\n".join(line for line in setup.splitlines() if not line.lstrip().startswith("#"))
+    for bench in ("mergerfs", "stress-ng", "syncthing", "useradd", "chmod", "[test]", "rsync"):
+        assert bench not in code, bench
+    assert "bash .ci/setup && " in README.read_text(encoding="utf-8")

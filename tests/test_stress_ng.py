@@ -142,10 +142,10 @@ FAILURE = re.compile(r"fail|error:|unsuccessful|finished prematurely", re.I)
 
 
 def require_stress_ng() -> str:
-    """stress-ng's path; its absence fails (CI installs it: .ci/setup)."""
+    """stress-ng's path; its absence fails (CI installs it: .ci/setup-tests)."""
     found = shutil.which("stress-ng")
     if found is None:
-        pytest.fail("stress-ng is not installed: apt-get install stress-ng (.ci/setup does)")
+        pytest.fail("stress-ng is not installed: apt-get install stress-ng (.ci/setup-tests does)")
     return found
 
 

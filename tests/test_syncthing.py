@@ -81,7 +81,7 @@ def require_tools() -> None:
     missing = [tool for tool in ("syncthing", "ip") if shutil.which(tool) is None]
     if not missing:
         return
-    message = f"{', '.join(missing)} not installed (.ci/setup installs syncthing and iproute2)"
+    message = f"{', '.join(missing)} not installed (.ci/setup-tests installs them)"
     if os.environ.get("CI") == "true":
         pytest.fail(message)
     pytest.skip(message)

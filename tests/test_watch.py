@@ -23,10 +23,9 @@ from memfs import sources, staging
 from memfs.catalog import Catalog
 from memfs.project import MEMORY, Project
 from memfs.watch import (
-    HEAVY_SWITCH_S,
     IN_CREATE,
     IN_DELETE,
-    NEVER,
+    RARE_FULL,
     Inotify,
     Turns,
     Watcher,
@@ -39,20 +38,12 @@ class Recorder:
     def __init__(self) -> None:
         self.roots: list[str] = []
         self.projects: list[str] = []
-        self.rewritings = 0
-        self.watch_failures = 0
 
     def project_changed(self, project: Project) -> None:
         self.projects.append(project.slug)
 
     def root_changed(self, slug: str) -> None:
         self.roots.append(slug)
-
-    def rewriting(self) -> None:
-        self.rewritings += 1
-
-    def watch_failed(self) -> None:
-        self.watch_failures += 1
 
 
 def load(tmp_path: Path, roots: dict[str, Path]) -> cfg.Config:
@@ -190,11 +181,11 @@ async def test_one_load_per_project_however_many_wait(tmp_path: Path) -> None:
         watcher.close()
 
 
-async def test_a_load_shares_the_gil_finely_and_restores_the_interpreter_after(
+async def test_a_load_leaves_the_interpreter_as_it_was_and_freezes_the_project(
     tmp_path: Path,
 ) -> None:
-    """SPEC 7a: while a worker builds a project, the GIL's switch interval is short and full
-    collections wait; both come back as they were after, and the project is frozen."""
+    """Issue 24: the interpreter is tuned once, never per load; a load freezes what it
+    built out of later full collections."""
     own = tmp_path / "own" / "projects"
     for i in range(50):
         path = own / SLUG / "memory" / f"f{i}.md"
@@ -211,28 +202,25 @@ async def test_a_load_shares_the_gil_finely_and_restores_the_interpreter_after(
     try:
         project = await watcher.load(SLUG)
         assert project is not None
-        assert seen == [(pytest.approx(HEAVY_SWITCH_S), (before[1][0], before[1][1], NEVER))]
+        assert seen == [before]
         assert (sys.getswitchinterval(), gc.get_threshold()) == before
         assert watcher.turns.freezes == 1
         assert gc.get_freeze_count() > frozen
-        assert watcher.turns.running == 0
     finally:
         watcher.close()
         gc.unfreeze()  # the rest of the test run is collected as usual
 
 
-def test_turns_restore_only_when_the_last_heavy_call_ends_also_on_errors() -> None:
-    turns = Turns(switch_s=0.0003)
+def test_turns_tune_the_interpreter_once() -> None:
     before = (sys.getswitchinterval(), gc.get_threshold())
-    low = (pytest.approx(0.0003), (before[1][0], before[1][1], NEVER))
-    with turns.heavy():
-        assert (sys.getswitchinterval(), gc.get_threshold()) == low
-        with pytest.raises(RuntimeError), turns.heavy():  # two loads at once, one fails
-            raise RuntimeError("a worker failed")
-        assert (sys.getswitchinterval(), gc.get_threshold()) == low
-        assert turns.running == 1
-    assert (sys.getswitchinterval(), gc.get_threshold()) == before
-    assert turns.running == 0
+    try:
+        Turns(switch_s=0.0003).tune()
+        young, middle, full = before[1]
+        assert sys.getswitchinterval() == pytest.approx(0.0003)
+        assert gc.get_threshold() == (young, middle, full * RARE_FULL)
+    finally:
+        sys.setswitchinterval(before[0])
+        gc.set_threshold(*before[1])
 
 
 async def test_a_change_on_disk_is_read_ahead_for_the_renderings(
@@ -428,37 +416,7 @@ async def test_the_mark_after_an_own_rename_is_one_name_made_and_removed_leaving
     assert os.stat(folder / "a.md").st_nlink == 1
 
 
-async def test_a_write_into_a_file_is_told_as_its_events_are_read_but_not_a_stage_s(
-    tmp_path: Path,
-) -> None:
-    """Warm opens trust inotify (kernel.Share): the adapter hears of a file rewritten in
-    place as soon as the events are read, before any look at the disk; memfs's own
-    stages, written the same way, say nothing."""
-    own = tmp_path / "own" / "projects"
-    memory = own / SLUG / "memory"
-    memory.mkdir(parents=True)
-    (memory / "a.md").write_text("a\n")
-    catalog = Catalog(load(tmp_path, {"own": own}))
-    recorder = Recorder()
-    watcher = Watcher(catalog, recorder)
-    assert await watcher.load(SLUG) is not None
-    try:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(watcher.run)
-            (memory / f"{sources.STAGE_PREFIX}x").write_text("staged\n")
-            (memory / "b.md").mkdir()  # an entry event: a name, not bytes, changed
-            await eventually(lambda: watcher.events >= 4, "the stage's and folder's events")
-            assert recorder.rewritings == 0
-            with (memory / "a.md").open("r+") as f:
-                f.write("A")
-            await eventually(lambda: recorder.rewritings > 0, "the write into a.md told")
-            nursery.cancel_scope.cancel()
-    finally:
-        watcher.close()
-    assert recorder.watch_failures == 0
-
-
-async def test_a_folder_that_cannot_be_watched_is_told(
+async def test_a_folder_that_cannot_be_watched_is_counted(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     own = tmp_path / "own" / "projects"
@@ -479,4 +437,3 @@ async def test_a_folder_that_cannot_be_watched_is_told(
     finally:
         watcher.close()
     assert watcher.watch_failures == 1
-    assert recorder.watch_failures == 1

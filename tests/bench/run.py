@@ -966,17 +966,19 @@ def targets(summary: dict[str, Any], many: int) -> list[dict[str, Any]]:
     )
     # Against the floor: the pairs taken side by side (`Bench.floor_pairs`), on the
     # machine's CPUs and on one.
+    # Issue 24: with no read ever refused for a change on disk, within 1.15x on one CPU
+    # (on two, where the scheduler wakes each daemon weighs more than its work, #14).
     for key, where in PLACEMENTS:
         pairs = summary.get(key, {})
         add(
-            f"warm open+read+close memfs/floor <= 1.1x, side by side, {where} (#14)",
+            f"warm open+read+close memfs/floor <= 1.15x, side by side, {where} (#24)",
             pairs.get("read", {}).get("ratio", math.nan),
-            1.1,
+            1.15,
         )
         add(
-            f"warm walk+stat memfs/floor <= 1.1x, side by side, {where} (#14)",
+            f"warm walk+stat memfs/floor <= 1.15x, side by side, {where} (#24)",
             pairs.get("walk", {}).get("ratio", math.nan),
-            1.1,
+            1.15,
         )
     pvp = summary["preamble_vs_plain"]
     add(
@@ -1010,9 +1012,9 @@ def targets(summary: dict[str, Any], many: int) -> list[dict[str, Any]]:
         1.5,
     )
     add(
-        "RSS after walking the fixture <= 150 MB",
+        "RSS after walking the fixture <= 64 MB (#24)",
         summary["rss_after_walk_mib"] * 1.048576,
-        150.0,
+        64.0,
         "MB",
     )
     resp = summary.get("responsiveness", {})
