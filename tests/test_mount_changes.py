@@ -1,4 +1,4 @@
-"""Tier 3: a read through the mount never fails because its file changed (SPEC 5.4).
+"""Tier 3: a read through the mount never fails because its file changed.
 
 A `touch`, an append or a rewrite in place, made on disk in a source folder or through
 the mount, with a descriptor open or not, must leave every read through the mount
