@@ -4,10 +4,12 @@ Tier 1 checks the checker: a whole body passes and every kind of tear the issue 
 is caught; a real render of PREAMBLE.md, whole or cut, passes, and a short or spliced one
 does not. Tier 3 runs ``tests/bench/soak.py`` for about a minute on a real mount (four
 writers of both patterns on the same names, four readers, one out-of-band writer renaming
-into the read-only and the own source) and asserts what SPEC 7.1 promises: no torn read, no
-failed operation, every head whole on disk and through the mount, no temporary file left,
-memfs alive with a steady RSS. ``MEMFS_SOAK_SECONDS`` changes the length (the benchmark
-command ``python -m tests.bench.soak`` is the long run).
+into the read-only and the own source, one `touch` loop and one append loop on disk in both
+sources, on names the readers read) and asserts that no read failed (a file changing under
+a reader, on disk or through the mount, never turns a read into an error) and what SPEC 7.1
+promises: no torn read, no failed operation, every head whole on disk and through the
+mount, no temporary file left, memfs alive with a steady RSS. ``MEMFS_SOAK_SECONDS`` changes
+the length (the benchmark command ``python -m tests.bench.soak`` is the long run).
 """
 
 from __future__ import annotations
@@ -48,6 +50,27 @@ def test_whole_bodies_pass_and_every_tear_is_caught() -> None:
     }
     for what, data in tears.items():
         assert soak.check_body(data) is not None, what
+
+
+def test_an_appended_name_passes_with_whole_lines_only() -> None:
+    first = soak.APPEND_FIRST
+    lines = [soak.appended_line(k) for k in range(300)]
+    assert len(first) % soak.APPEND_LINE == 0
+    assert {len(line) for line in lines} == {soak.APPEND_LINE}
+    for k in (0, 1, 127, 300):
+        assert soak.check_appended(first + b"".join(lines[:k])) is None
+    whole = first + b"".join(lines[:10])
+    tears = {
+        "a line cut short": whole[:-5],
+        "a line missing": first + b"".join(lines[:3] + lines[4:10]),
+        "the first version cut": first[:-1],
+        "an empty read": b"",
+        "zeros where a line was": whole[:-32] + bytes(32),
+    }
+    for what, data in tears.items():
+        assert soak.check_appended(data) is not None, what
+    assert soak.check_named(soak.APPENDED[0], whole) is None
+    assert soak.check_named(soak.SHARED[0], whole) is not None
 
 
 def _render(rng: random.Random, budget: int) -> tuple[bytes, list[bytes]]:
@@ -128,14 +151,17 @@ def test_soak_no_torn_read_no_error_every_head_whole(sandbox: Sandbox, mounts: M
     layout = _layout(sandbox)
     soak.seed_project(layout, random.Random(3))
     mount = _mount(sandbox, mounts)
-    for name in (*soak.SHARED, *soak.OWN_OOB, *soak.RO_OOB, soak.PREAMBLE):
+    for name in (*soak.SHARED, *soak.OWN_OOB, *soak.RO_OOB, *soak.APPENDED, soak.PREAMBLE):
         soak.read_whole(layout.view / name)  # loaded and warm, as an agent finds a project
     report = soak.run(layout, SECONDS, daemon_pid=mount.pid)
     print(report.render())
     t = report.tally
-    assert set(t.reads) == {"through", "own-oob", "ro-oob", "preamble"}, report.render()
-    assert set(t.writes) == {"claude", "shell", "out-of-band"}, report.render()
+    assert set(t.reads) == {"through", "own-oob", "ro-oob", "appended", "preamble"}, report.render()
+    writes = {"claude", "shell", "out-of-band", "touch on disk", "append on disk"}
+    assert set(t.writes) == writes, report.render()
     assert report.hung == [], report.render()
+    # A touch, an append or a rename on disk, or a write through the mount, never fails a read.
+    assert report.failed_reads == 0, report.render()
     assert report.torn == 0, report.render()
     assert report.errors == 0, report.render()
     assert report.end_problems == [], report.render()

@@ -3,6 +3,7 @@
 Run from the repository root, with the environment memfs is installed in::
 
     .venv/bin/python -m tests.bench.soak [--seconds 600] [--writers 4] [--readers 4] [--oob 1]
+        [--touch 1] [--append 1]
 
 It mounts memfs on a sandbox (HOME and XDG_* in a temporary folder, two sources: an own one
 and a read-only one), runs the mix for ``--seconds``, checks the end state and prints the
@@ -20,14 +21,21 @@ the GIL is not what they wait for):
 - **Out-of-band writers** on disk: each writes a new version in a scratch folder on the
   same filesystem and renames it into the read-only source, or into the own source, as a
   sync tool delivers a file (a rename: on disk, each name always holds a whole version).
+- **Touchers** on disk: ``touch`` of the names the out-of-band writers rename and of the
+  appended names, in both sources (the mtime changes, the bytes never do).
+- **Appenders** on disk: ``echo ... >> X`` on one name in each source, one whole line per
+  ``O_APPEND`` write; past ``APPEND_CAP`` a fresh first version is renamed in.
 
-Every body checks itself: a first line ``len=<payload bytes> seed=<hex> sha=<hex>`` and a
-payload generated from the seed, 100 B to 20 KB in all. A read is torn when its header does
-not parse, its length or checksum is wrong (the first differing byte is reported, which
-tells a stale size from pages of two versions). ``PREAMBLE.md`` cannot carry a header: it
+No read may fail: a change on disk or through the mount never turns a read into an error
+(``failed reads`` in the figures). Every body checks itself: a first line
+``len=<payload bytes> seed=<hex> sha=<hex>`` and a payload generated from the seed, 100 B to
+20 KB in all. A read is torn when its header does not parse, its length or checksum is
+wrong (the first differing byte is reported, which tells a stale size from pages of two
+versions). ``PREAMBLE.md`` cannot carry a header: it
 is torn when fewer or more bytes come than fstat reported at open, when it does not end
 like a render (a line end), or when a body it inlines is neither whole nor an exact prefix
-followed by the renderer's cut marker counting exactly the bytes left out.
+followed by the renderer's cut marker counting exactly the bytes left out. An appended name
+is torn unless it is its first version followed by whole numbered lines 0, 1, 2, ...
 
 At the end, with every client stopped: every file on disk is a whole version, every head
 through the mount is whole and is the head the disk holds (within a deadline, for the
@@ -80,11 +88,22 @@ MEMORY = "MEMORY.md"
 SHARED = (*(f"note-{k}.md" for k in range(6)), "handoff-soak_20261201.md")
 OWN_OOB = tuple(f"own-{k}.md" for k in range(3))
 RO_OOB = tuple(f"ro-{k}.md" for k in range(3))
+# Appended to on disk: the first in the own source, the second in the read-only one.
+APPENDED = ("log-own.md", "log-ro.md")
+TOUCHED = (*OWN_OOB, *RO_OOB, *APPENDED)  # touched on disk, in whichever source holds them
+# An appended line is APPEND_LINE bytes and APPEND_LINE divides the page size, and so does
+# the first version: no line straddles a page, so even on disk a reader sees each whole (a
+# write is copied into the page cache page by page, the size raised after each).
+APPEND_LINE = 32
+APPEND_FIRST = b"".join(b"# appended log, first line %04d\n" % i for i in range(64))
+APPEND_CAP = 64 * 1024  # bytes: past this an appended name is renamed back to its first version
 
 HEADER_RE = re.compile(rb"len=(\d+) seed=([0-9a-f]{16}) sha=([0-9a-f]{16})\n")
 MARKER_RE = re.compile(rb"\n?\[\xe2\x80\xa6 (\d+) more bytes: ")
 CREATE_EXCL = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 CREATE_TRUNC = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+APPEND_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC
+TOUCH_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_NOCTTY | os.O_NONBLOCK | os.O_CLOEXEC
 READ_FLAGS = os.O_RDONLY | os.O_CLOEXEC
 
 
@@ -176,6 +195,26 @@ def _check_inlined(data: bytes, found: re.Match[bytes]) -> str | None:
     return None
 
 
+def appended_line(k: int) -> bytes:
+    return b"appended line %06d, whole....\n" % k
+
+
+def check_appended(data: bytes) -> str | None:
+    """None when ``data`` is an appended name's first version and lines 0..k-1, some k."""
+    if not data.startswith(APPEND_FIRST):
+        return f"{len(data)} bytes that do not start with the first version: {data[:40]!r}"
+    tail = data[len(APPEND_FIRST) :]
+    k = tail.count(b"\n")
+    if tail == b"".join(appended_line(i) for i in range(k)):
+        return None
+    return f"the first version and {len(tail)} bytes that are not whole lines: ends {tail[-40:]!r}"
+
+
+def check_named(name: str, data: bytes) -> str | None:
+    """The check of ``name``'s bodies: appended, or self-checking."""
+    return check_appended(data) if name in APPENDED else check_body(data)
+
+
 # --- the project the soak runs on -----------------------------------------------------------
 
 
@@ -204,7 +243,9 @@ def seed_project(layout: Layout, rng: random.Random) -> None:
         path = layout.readonly / name
         path.write_bytes(make_body(rng))
         os.utime(path, (old, old))
-    links = [f"- [{n[:-3]}]({n}) soak file" for n in (*SHARED, *OWN_OOB, *RO_OOB)]
+    for folder, name in zip((layout.own, layout.readonly), APPENDED, strict=True):
+        (folder / name).write_bytes(APPEND_FIRST)
+    links = [f"- [{n[:-3]}]({n}) soak file" for n in (*SHARED, *OWN_OOB, *RO_OOB, *APPENDED)]
     (layout.own / MEMORY).write_text("# Memory\n\n" + "\n".join(links) + "\n", encoding="utf-8")
 
 
@@ -222,6 +263,11 @@ class Tally:
     torn_examples: list[str] = field(default_factory=list)
     error_examples: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def failed_reads(self) -> int:
+        """Reads through the mount that failed (an errno), whatever the bytes would have been."""
+        return sum(n for op, n in self.errors.items() if op.startswith("read "))
 
     def read(self, kind: str, path: Path, problem: str | None) -> None:
         with self.lock:
@@ -317,7 +363,13 @@ def write_out_of_band(tally: Tally, scratch: Path, target: Path, body: bytes) ->
 
 
 def reader(layout: Layout, tally: Tally, rng: random.Random, stop: threading.Event) -> None:
-    kinds = (("through", SHARED), ("own-oob", OWN_OOB), ("ro-oob", RO_OOB), ("preamble", ()))
+    kinds = (
+        ("through", SHARED),
+        ("own-oob", OWN_OOB),
+        ("ro-oob", RO_OOB),
+        ("appended", APPENDED),
+        ("preamble", ()),
+    )
     while not stop.is_set():
         kind, names = kinds[rng.randrange(len(kinds))]
         path = layout.view / (rng.choice(names) if names else PREAMBLE)
@@ -325,7 +377,8 @@ def reader(layout: Layout, tally: Tally, rng: random.Random, stop: threading.Eve
             data, size = _do(tally, "read", path, partial(read_whole, path))
         except Failed:
             continue
-        problem = check_preamble(data, size) if kind == "preamble" else check_body(data)
+        preamble = kind == "preamble"
+        problem = check_preamble(data, size) if preamble else check_named(path.name, data)
         tally.read(kind, path, problem)
 
 
@@ -345,6 +398,59 @@ def out_of_band(layout: Layout, tally: Tally, rng: random.Random, stop: threadin
         turn += 1
         with contextlib.suppress(Failed):
             write_out_of_band(tally, layout.scratch, folder / rng.choice(names), make_body(rng))
+
+
+def _on_disk(layout: Layout, name: str) -> Path:
+    """The source folder holding a touched or appended name."""
+    own = name in OWN_OOB or name == APPENDED[0]
+    return (layout.own if own else layout.readonly) / name
+
+
+def touch(path: Path) -> None:
+    """coreutils' ``touch`` of an existing file: open for writing, futimens, close."""
+    fd = os.open(path, TOUCH_FLAGS, 0o644)
+    try:
+        os.utime(fd)
+    finally:
+        os.close(fd)
+
+
+def toucher(layout: Layout, tally: Tally, rng: random.Random, stop: threading.Event) -> None:
+    while not stop.wait(OOB_PAUSE):
+        path = _on_disk(layout, rng.choice(TOUCHED))
+        with contextlib.suppress(Failed):
+            _do(tally, "touch on disk", path, partial(touch, path))
+            tally.wrote("touch on disk")
+
+
+def append_line(path: Path, line: bytes) -> None:
+    """``echo ... >> X``: the whole line in one O_APPEND write."""
+    fd = os.open(path, APPEND_FLAGS)
+    try:
+        if os.write(fd, line) != len(line):
+            raise OSError(errno.EIO, f"short append to {path}")
+    finally:
+        os.close(fd)
+
+
+def appender(layout: Layout, tally: Tally, rng: random.Random, stop: threading.Event) -> None:
+    lines = dict.fromkeys(APPENDED, 0)  # name -> lines appended since its first version
+    while not stop.wait(OOB_PAUSE):
+        name = rng.choice(APPENDED)
+        path = _on_disk(layout, name)
+        with contextlib.suppress(Failed):
+            if len(APPEND_FIRST) + (lines[name] + 1) * APPEND_LINE > APPEND_CAP:
+                write_out_of_band(tally, layout.scratch, path, APPEND_FIRST)
+                lines[name] = 0
+                continue
+            _do(
+                tally,
+                "append on disk",
+                path,
+                partial(append_line, path, appended_line(lines[name])),
+            )
+            lines[name] += 1
+            tally.wrote("append on disk")
 
 
 # --- the daemon's memory --------------------------------------------------------------------
@@ -395,9 +501,14 @@ class Mix:
     writers: int = 4  # half Claude Code's pattern (the first), half the shell's
     readers: int = 4
     oob: int = 1  # out-of-band writers, alternating read-only and own targets
+    touch: int = 1  # touchers on disk
+    append: int = 1  # appenders on disk
 
     def describe(self) -> str:
-        return f"{self.writers} writers, {self.readers} readers, {self.oob} out-of-band"
+        return (
+            f"{self.writers} writers, {self.readers} readers, {self.oob} out-of-band, "
+            f"{self.touch} touching, {self.append} appending"
+        )
 
 
 @dataclass
@@ -418,6 +529,10 @@ class Report:
         return sum(self.tally.errors.values())
 
     @property
+    def failed_reads(self) -> int:
+        return self.tally.failed_reads
+
+    @property
     def ok(self) -> bool:
         growing = self.rss["start_kib"] is not None and not self.rss["steady"]
         return not (self.torn or self.errors or self.end_problems or self.hung or growing)
@@ -432,6 +547,7 @@ class Report:
             "torn_reads": self.torn,
             "torn_by_kind": dict(t.torn),
             "torn_examples": t.torn_examples,
+            "failed_reads": self.failed_reads,
             "writes": dict(t.writes),
             "errors": self.errors,
             "errors_by_op": dict(t.errors),
@@ -450,6 +566,7 @@ class Report:
             f"soak: {d['mix']}, {d['seconds']:.0f} s",
             f"  reads {d['reads']:,} ({_counts(self.tally.reads)}); torn {self.torn:,}"
             + (f" ({_counts(self.tally.torn)})" if self.torn else ""),
+            f"  failed reads {self.failed_reads:,}",
             f"  whole writes: {_counts(self.tally.writes)}",
             f"  unexpected errors {self.errors:,}"
             + (f" ({_counts(self.tally.errors)})" if self.errors else ""),
@@ -505,6 +622,12 @@ def run(
     for i in range(mix.oob):
         rng = random.Random(master.getrandbits(64))
         clients.append((f"out-of-band-{i}", _bind(tally, out_of_band, layout, rng, stop)))
+    for i in range(mix.touch):
+        rng = random.Random(master.getrandbits(64))
+        clients.append((f"toucher-{i}", _bind(tally, toucher, layout, rng, stop)))
+    for i in range(mix.append):
+        rng = random.Random(master.getrandbits(64))
+        clients.append((f"appender-{i}", _bind(tally, appender, layout, rng, stop)))
     samples: list[tuple[float, int]] = []
     threads = [threading.Thread(target=fn, name=name, daemon=True) for name, fn in clients]
     if daemon_pid is not None:
@@ -588,7 +711,7 @@ def check_disk(layout: Layout) -> list[str]:
         for path in sorted(p for p in folder.rglob("*") if p.is_file()):
             if _temporary(path.name):
                 problems.append(f"temporary file left on disk: {path}")
-            elif path.name != MEMORY and (problem := check_body(path.read_bytes())):
+            elif path.name != MEMORY and (problem := check_named(path.name, path.read_bytes())):
                 problems.append(f"on disk {path}: {problem}")
     return problems
 
@@ -596,7 +719,7 @@ def check_disk(layout: Layout) -> list[str]:
 def expected_heads(layout: Layout) -> dict[str, bytes]:
     """name -> the head's bytes (SPEC 5.2): the own version, else the read-only one."""
     heads = {}
-    for name in (*SHARED, *OWN_OOB, *RO_OOB):
+    for name in (*SHARED, *OWN_OOB, *RO_OOB, *APPENDED):
         for folder in (layout.own, layout.readonly):
             with contextlib.suppress(FileNotFoundError):
                 heads[name] = (folder / name).read_bytes()
@@ -607,7 +730,7 @@ def expected_heads(layout: Layout) -> dict[str, bytes]:
 def check_view(layout: Layout, deadline: float = END_DEADLINE) -> list[str]:
     """Through the mount: every head whole and the disk's; history whole; no temp names."""
     heads = expected_heads(layout)
-    missing = [n for n in (*SHARED, *OWN_OOB, *RO_OOB) if n not in heads]
+    missing = [n for n in (*SHARED, *OWN_OOB, *RO_OOB, *APPENDED) if n not in heads]
     problems = [f"no version of {n} on disk" for n in missing]
     stale: list[str] = []
     until = time.monotonic() + deadline
@@ -632,7 +755,7 @@ def _head_problem(layout: Layout, name: str, body: bytes) -> str | None:
         data, _ = read_whole(path)
     except OSError as exc:
         return f"through the mount {name}: {errno.errorcode.get(exc.errno or 0)}"
-    problem = check_body(data)
+    problem = check_named(name, data)
     if problem is not None:
         return f"through the mount {name}: {problem}"
     if data != body:
@@ -656,7 +779,7 @@ def check_history(folder: Path) -> list[str]:
         except OSError as exc:
             problems.append(f"history {path.relative_to(folder)}: {exc}")
             continue
-        if path.parent.name != MEMORY and (problem := check_body(data)):
+        if path.parent.name != MEMORY and (problem := check_named(path.parent.name, data)):
             problems.append(f"history {path.relative_to(folder)}: {problem}")
     return problems
 
@@ -707,7 +830,7 @@ def soak_mounted(
     try:
         mount = mounts.memfs(env, config, layout.mountpoint, "soak")
         mount.wait_ready(layout.view)
-        for name in (*SHARED, *OWN_OOB, *RO_OOB, PREAMBLE):
+        for name in (*SHARED, *OWN_OOB, *RO_OOB, *APPENDED, PREAMBLE):
             read_whole(layout.view / name)  # the project loaded, the kernel's caches warm
         log(f"soak: {mix.describe()} for {seconds:.0f} s on {layout.view}")
         return run(layout, seconds, mix=mix, daemon_pid=mount.pid, progress=log)
@@ -731,6 +854,8 @@ def main(argv: Iterable[str] | None = None) -> int:
     parser.add_argument("--writers", type=int, default=Mix.writers)
     parser.add_argument("--readers", type=int, default=Mix.readers)
     parser.add_argument("--oob", type=int, default=Mix.oob, help="out-of-band writers")
+    parser.add_argument("--touch", type=int, default=Mix.touch, help="touchers on disk")
+    parser.add_argument("--append", type=int, default=Mix.append, help="appenders on disk")
     repo = Path(__file__).resolve().parents[2]
     parser.add_argument("--out", type=Path, default=repo / "tests" / "bench" / "out")
     parser.add_argument(
@@ -740,7 +865,7 @@ def main(argv: Iterable[str] | None = None) -> int:
     if args.memfs_src is not None:
         os.environ["PYTHONPATH"] = str(args.memfs_src.resolve())
     out = args.out.resolve()
-    mix = Mix(args.writers, args.readers, args.oob)
+    mix = Mix(args.writers, args.readers, args.oob, args.touch, args.append)
     base = Path(tempfile.mkdtemp(prefix="memfs-soak-"))
     from .fixture import sandbox_env
 
