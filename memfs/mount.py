@@ -46,7 +46,7 @@ import pyfuse3
 import trio
 
 from memfs import mountpoint as bare
-from memfs import notify, sources, staging, workers
+from memfs import notify, sources, staging, state, workers
 from memfs.config import Config, ConfigError, check_mount
 from memfs.fs import STATUS_XATTR, MemFS
 from memfs.mountpoint import fuse_connection
@@ -304,6 +304,7 @@ def run_foreground(
     # Started by start_background, which holds them back while it forks: until the mount
     # exists, a stop signal needs no cleanup and may end the process at once.
     signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+    state.make_private(config.state_dir)  # first: whiteouts saved while serving land there
     mountpoint = prepare(config, mountpoint)
     faulthandler.register(signal.SIGUSR1)
     _raise_descriptor_limit()  # before MemFS: its kept descriptors are shares of the limit
@@ -442,8 +443,8 @@ def start_background(
 
     The child reports through the same sd_notify datagram systemd would read.
     """
-    state_dir.mkdir(parents=True, exist_ok=True)
-    log_path = state_dir / "memfs.log"
+    state.make_private(state_dir)  # before the log: an older memfs left it world-readable
+    log_path = state.log_path(state_dir)
     with tempfile.TemporaryDirectory(prefix="memfs-ready-") as tmp:
         sock_path = os.path.join(tmp, "notify")
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
@@ -456,7 +457,7 @@ def start_background(
         # `child` is known. The child inherits the mask; run_foreground lifts it first thing.
         signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
         try:
-            with open(log_path, "ab") as log_file:
+            with state.open_log(state_dir) as log_file:
                 child = subprocess.Popen(
                     daemon_command(argv),
                     cwd="/",
@@ -527,11 +528,7 @@ CHILD_ERROR = "memfs: "  # how cli.main prints a one-line error
 
 def _last_line(log_path: Path) -> str:
     """The child's own one-line error, so `memfs mount` says why, not only where."""
-    try:
-        lines = log_path.read_text(encoding="utf-8", errors="replace").strip().splitlines()
-    except OSError:
-        lines = []
-    return lines[-1] if lines else f"see {log_path}"
+    return state.last_log_line(log_path) or f"see {log_path}"
 
 
 STOP_WAIT = 15.0
