@@ -204,15 +204,14 @@ def make_list(config: cfg.Config, slug: str, *, clock: Clock = time.time_ns) -> 
     now = clock()
     if not found:
         return AdoptionList("", slug, own.name, now, ())
-    folder = config.state_dir / LIST_FOLDER
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = state.private_folder(config.state_dir, LIST_FOLDER)
     _prune_lists(folder, now)
     while True:
         list_id = secrets.token_hex(4)
         if not (folder / f"{list_id}.json").exists():
             break
     made = AdoptionList(list_id, slug, own.name, now, tuple(found))
-    staging.replace(staging.Place(folder, ()), f"{list_id}.json", _encode(made))
+    state.save_private(folder, f"{list_id}.json", _encode(made))
     return made
 
 

@@ -71,6 +71,12 @@ def _parser() -> argparse.ArgumentParser:
 
     u = cmd("umount", "unmount a memfs mount")
     u.add_argument("mountpoint", type=Path, nargs="?", default=None)
+    u.add_argument(
+        "-z",
+        "--lazy",
+        action="store_true",
+        help="detach it now even while busy; memfs exits once the last process lets go",
+    )
 
     s = cmd("status", "figures from a running mount")
     s.add_argument("mountpoint", type=Path, nargs="?", default=None)
@@ -237,7 +243,14 @@ def cmd_umount(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     elif bare.fuse_connection(mountpoint) is None and not mount.is_mounted(mountpoint):
         raise UserError(f"nothing is mounted at {mountpoint}; check the path")
     else:
-        mount.stop(mountpoint)  # returns once the daemon has exited
+        # Returns once the daemon has exited; lazily detached while held, at once.
+        held = mount.stop(mountpoint, lazy=args.lazy)
+        if held:
+            print(
+                f"detached {mountpoint}; memfs serves {', '.join(held)} until they let go "
+                "of it, then exits"
+            )
+            return 0  # a demo's sample folder is still in use: left for its daemon's end
     removed = demo.remove_if_sample(mountpoint)
     if removed is not None:
         print(f"removed the demo's sample folder {removed}")

@@ -30,6 +30,7 @@ import json
 import logging
 import os
 import resource
+import shlex
 import shutil
 import signal
 import socket
@@ -46,7 +47,7 @@ import pyfuse3
 import trio
 
 from memfs import mountpoint as bare
-from memfs import notify, sources, staging, workers
+from memfs import notify, procs, sources, staging, state, workers
 from memfs.config import Config, ConfigError, check_mount
 from memfs.fs import STATUS_XATTR, MemFS
 from memfs.mountpoint import fuse_connection
@@ -143,16 +144,47 @@ def is_mounted(mountpoint: Path) -> bool:
     return os.path.ismount(mountpoint)
 
 
-def unmount(mountpoint: Path, *, lazy: bool = False) -> None:
-    """fusermount3 -u (or -uz); raises MountError with its message."""
+def unmount(mountpoint: Path, *, lazy: bool = False, daemon: int | None = None) -> None:
+    """fusermount3 -u (or -uz); raises MountError with its message.
+
+    A busy mount's error names the processes that hold it (``daemon``, the memfs serving
+    it, is not one of them) and the way out: close them, or the lazy unmount.
+    """
     args = [FUSERMOUNT, "-uz" if lazy else "-u", str(mountpoint)]
     try:
         done = subprocess.run(args, capture_output=True, text=True, check=False)
     except FileNotFoundError:
         raise MountError(f"{FUSERMOUNT} not found; install the fuse3 package") from None
     if done.returncode != 0:
+        if not lazy and os.strerror(errno.EBUSY) in done.stderr:
+            raise MountError(busy_message(mountpoint, holders(mountpoint, daemon)))
         why = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "failed"
         raise MountError(f"cannot unmount {mountpoint}: {why}")
+
+
+def holders(mountpoint: Path, daemon: int | None = None) -> list[procs.Holder]:
+    """The processes that keep ``mountpoint`` busy, as far as /proc shows them."""
+    # /proc spells paths with no link in them: the parent's links resolved, never the
+    # mount itself (resolving it would stat into it).
+    real = os.path.join(os.path.realpath(mountpoint.parent), mountpoint.name)
+    return procs.holders(real, skip={os.getpid(), *([daemon] if daemon else [])})
+
+
+HOLDERS_SHOWN = 5  # a busy message names this many processes, then counts the rest
+
+
+def busy_message(mountpoint: Path, held: Sequence[procs.Holder]) -> str:
+    """One line: who holds ``mountpoint``, and how to unmount it anyway."""
+    lazy = f"'memfs umount -z {shlex.quote(str(mountpoint))}'"
+    if not held:
+        who = "held by a process memfs cannot see (another user's, or a file mapped in memory)"
+        fix = "close it"
+    else:
+        who = "held by " + ", ".join(f"{h.name} (pid {h.pid})" for h in held[:HOLDERS_SHOWN])
+        if len(held) > HOLDERS_SHOWN:
+            who += f" and {len(held) - HOLDERS_SHOWN} more"
+        fix = "close them" if len(held) > 1 else "close it"
+    return f"{mountpoint} is busy: {who}; {fix}, or run {lazy} to detach it now (lazy unmount)"
 
 
 def prepare(config: Config, mountpoint: Path) -> Path:
@@ -304,6 +336,7 @@ def run_foreground(
     # Started by start_background, which holds them back while it forks: until the mount
     # exists, a stop signal needs no cleanup and may end the process at once.
     signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+    state.make_private(config.state_dir)  # first: whiteouts saved while serving land there
     mountpoint = prepare(config, mountpoint)
     faulthandler.register(signal.SIGUSR1)
     _raise_descriptor_limit()  # before MemFS: its kept descriptors are shares of the limit
@@ -443,8 +476,8 @@ def start_background(
 
     The child reports through the same sd_notify datagram systemd would read.
     """
-    state_dir.mkdir(parents=True, exist_ok=True)
-    log_path = state_dir / "memfs.log"
+    state.make_private(state_dir)  # before the log: an older memfs left it world-readable
+    log_path = state.log_path(state_dir)
     with tempfile.TemporaryDirectory(prefix="memfs-ready-") as tmp:
         sock_path = os.path.join(tmp, "notify")
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
@@ -457,7 +490,7 @@ def start_background(
         # `child` is known. The child inherits the mask; run_foreground lifts it first thing.
         signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
         try:
-            with open(log_path, "ab") as log_file:
+            with state.open_log(state_dir) as log_file:
                 child = subprocess.Popen(
                     daemon_command(argv),
                     cwd="/",
@@ -528,30 +561,35 @@ CHILD_ERROR = "memfs: "  # how cli.main prints a one-line error
 
 def _last_line(log_path: Path) -> str:
     """The child's own one-line error, so `memfs mount` says why, not only where."""
-    try:
-        lines = log_path.read_text(encoding="utf-8", errors="replace").strip().splitlines()
-    except OSError:
-        lines = []
-    return lines[-1] if lines else f"see {log_path}"
+    return state.last_log_line(log_path) or f"see {log_path}"
 
 
 STOP_WAIT = 15.0
 
 
-def stop(mountpoint: Path, timeout: float = STOP_WAIT) -> None:
+def stop(mountpoint: Path, timeout: float = STOP_WAIT, *, lazy: bool = False) -> list[str]:
     """Unmount a live memfs and wait until its daemon has exited; then seal the folder.
 
     Waiting makes ``memfs umount`` mean done: state saved, the process gone, and a demo's
     sample folder removed (see demo.remove_if_sample), by the time it returns.
+
+    ``lazy`` detaches the mount even while processes hold it (fusermount3 -uz): the daemon
+    then serves them until the last one lets go, and nothing waits for it. Returns those
+    processes' descriptions (``vim (pid 123)``); empty when the daemon is gone.
     """
     pid = _daemon_pid(mountpoint)
-    unmount(mountpoint)
+    held = holders(mountpoint, pid) if lazy else []
+    unmount(mountpoint, lazy=lazy, daemon=pid)
+    if held:
+        bare.seal(mountpoint)  # detached: the path reaches the bare folder again
+        return [f"{h.name} (pid {h.pid})" for h in held]
     deadline = time.monotonic() + timeout
     while pid is not None and _alive(pid) and time.monotonic() < deadline:
         time.sleep(0.02)
     if pid is not None and _alive(pid):
         log.warning("memfs (pid %d) still runs %.0fs after the unmount", pid, timeout)
     bare.seal(mountpoint)
+    return []
 
 
 def _daemon_pid(mountpoint: Path) -> int | None:

@@ -1,4 +1,4 @@
-"""What memfs asks /proc about the processes that call it.
+"""What memfs asks /proc about the processes that call it, or that hold its mount busy.
 
 Pure core: imports neither pyfuse3 nor trio. Every answer is best effort: a process may be
 gone by the time it is asked about, and then the safe default is returned. Nothing here
@@ -8,7 +8,10 @@ may be called from a handler.
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Collection, Iterator
+from dataclasses import dataclass
 
 # include/linux/sched.h: the task was killed by a signal (set before its files are closed).
 PF_SIGNALED = 0x00000400
@@ -88,3 +91,60 @@ def shell_folder(pid: int) -> str | None:
     except OSError:
         pass
     return None
+
+
+@dataclass(frozen=True)
+class Holder:
+    """A process that keeps a folder busy: its command name and pid."""
+
+    pid: int
+    name: str
+
+
+def holders(folder: str, skip: Collection[int] = ()) -> list[Holder]:
+    """The processes whose working folder, root folder or an open descriptor lies at or
+    below ``folder`` (an absolute path without links), by pid; ``skip`` are left out.
+
+    Only /proc's links are read: the kernel spells out each one's path without asking the
+    file system it lies on, whereas a stat would call into it (a busy mount is often a
+    slow one). Processes this user may not look into (another user's) are not found, nor
+    files only mapped into memory.
+    """
+    below = folder.rstrip("/") + "/"
+
+    def inside(path: str) -> bool:
+        return path == folder or path.startswith(below)
+
+    found = []
+    try:
+        pids = sorted(int(name) for name in os.listdir("/proc") if name.isdigit())
+    except OSError:
+        return []
+    for pid in pids:
+        if pid not in skip and any(inside(path) for path in _places(pid)):
+            found.append(Holder(pid, command_name(pid)))
+    return found
+
+
+def _places(pid: int) -> Iterator[str]:
+    """Where ``pid`` stands: its working folder, its root, then each open descriptor."""
+    base = f"/proc/{pid}"
+    for link in (f"{base}/cwd", f"{base}/root"):
+        with contextlib.suppress(OSError):
+            yield os.readlink(link)
+    try:
+        fds = os.listdir(f"{base}/fd")
+    except OSError:
+        return
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            yield os.readlink(f"{base}/fd/{fd}")
+
+
+def command_name(pid: int) -> str:
+    """The command name the kernel keeps for ``pid`` (``comm``); '?' once it is gone."""
+    try:
+        with open(f"/proc/{pid}/comm", encoding="utf-8", errors="replace") as f:
+            return f.read().strip() or "?"
+    except OSError:
+        return "?"

@@ -382,9 +382,12 @@ def keep_version(dir_fd: int, name: str, keep: Keep) -> list[str]:
     return touched
 
 
-def replace(folder: Place, name: str, data: bytes, mtime_ns: int | None = None) -> None:
-    """Write ``data`` to ``folder/name`` as one atomic replace (used outside the mount)."""
-    stage = Stage(folder, name, initial_fd=None, mode=FILE_MODE)
+def replace(
+    folder: Place, name: str, data: bytes, mtime_ns: int | None = None, *, mode: int = FILE_MODE
+) -> None:
+    """Write ``data`` to ``folder/name`` as one atomic replace, with exactly ``mode`` (the
+    umask does not narrow it); used outside the mount and for memfs's own state."""
+    stage = Stage(folder, name, initial_fd=None, mode=mode)
     try:
         stage.write(0, data)
         if mtime_ns is not None:

@@ -1,0 +1,131 @@
+"""Tier 1: memfs's own state folder is private to its user (SPEC 3).
+
+It names the user's projects (the log) and the files they deleted (whiteouts): whatever
+the umask, its folders are 0700 and its files 0600, and an older, looser one is narrowed
+at start. Each test sets the umask itself and puts the old one back.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from helpers import CLAUDE_SLUG, at, fake_home, write
+
+from memfs import adopt, state
+
+UMASKS = [0o022, 0o000, 0o077]
+
+
+@pytest.fixture(params=UMASKS, ids=[f"umask{u:03o}" for u in UMASKS])
+def umask(request: pytest.FixtureRequest) -> Iterator[int]:
+    old = os.umask(request.param)
+    try:
+        yield request.param
+    finally:
+        os.umask(old)
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(os.lstat(path).st_mode)
+
+
+def modes(top: Path) -> dict[str, int]:
+    """relative path -> permission bits, of ``top`` and everything below it."""
+    found = {".": mode(top)}
+    for folder, dirs, files in os.walk(top):
+        for name in dirs + files:
+            path = Path(folder, name)
+            found[str(path.relative_to(top))] = mode(path)
+    return found
+
+
+def test_saved_whiteouts_are_private_whatever_the_umask(tmp_path: Path, umask: int) -> None:
+    state_dir = tmp_path / "state" / "memfs"
+    state.save_whiteouts(state_dir, CLAUDE_SLUG, {("deploys.md", "work", 7)})
+    state.save_whiteouts(state_dir, CLAUDE_SLUG, {("deploys.md", "work", 7), ("a.md", "pi", 1)})
+    assert modes(state_dir) == {
+        ".": 0o700,
+        "whiteouts": 0o700,
+        f"whiteouts/{CLAUDE_SLUG}.json": 0o600,
+    }
+    assert state.load_whiteouts(state_dir, CLAUDE_SLUG) == {
+        ("deploys.md", "work", 7),
+        ("a.md", "pi", 1),
+    }
+
+
+def test_a_save_narrows_a_looser_existing_folder(tmp_path: Path, umask: int) -> None:
+    state_dir = tmp_path / "memfs"
+    (state_dir / "whiteouts").mkdir(parents=True)
+    state_dir.chmod(0o755)
+    (state_dir / "whiteouts").chmod(0o777)
+    state.save_whiteouts(state_dir, CLAUDE_SLUG, set())
+    assert mode(state_dir) == 0o700
+    assert mode(state_dir / "whiteouts") == 0o700
+
+
+def test_the_log_is_private_and_an_older_one_narrowed(tmp_path: Path, umask: int) -> None:
+    state_dir = tmp_path / "memfs"
+    with state.open_log(state_dir) as log:
+        log.write(b"first\n")
+    assert modes(state_dir) == {".": 0o700, "memfs.log": 0o600}
+    state.log_path(state_dir).chmod(0o644)
+    with state.open_log(state_dir) as log:
+        log.write(b"second\n")
+    assert mode(state.log_path(state_dir)) == 0o600
+    assert state.log_path(state_dir).read_bytes() == b"first\nsecond\n"
+    assert state.last_log_line(state.log_path(state_dir)) == "second"
+
+
+def test_make_private_narrows_an_old_install(tmp_path: Path, umask: int) -> None:
+    state_dir = tmp_path / "memfs"
+    (state_dir / "whiteouts").mkdir(parents=True, mode=0o755)
+    (state_dir / "adopt").mkdir(mode=0o775)
+    for path in ("memfs.log", f"whiteouts/{CLAUDE_SLUG}.json", "adopt/0badc0de.json"):
+        (state_dir / path).write_text("[]\n")
+        (state_dir / path).chmod(0o644)
+    (state_dir / "whiteouts" / "run.sh").write_text("")
+    (state_dir / "whiteouts" / "run.sh").chmod(0o755)  # no execute bit is kept either
+    state_dir.chmod(0o755)
+    outside = tmp_path / "outside"
+    outside.mkdir(mode=0o755)
+    outside.chmod(0o755)
+    (state_dir / "elsewhere").symlink_to(outside)  # a link is never followed below the top
+    state.make_private(state_dir)
+    found = modes(state_dir)
+    link = found.pop("elsewhere")
+    assert stat.S_ISLNK(os.lstat(state_dir / "elsewhere").st_mode), link
+    assert found == {
+        ".": 0o700,
+        "memfs.log": 0o600,
+        "whiteouts": 0o700,
+        f"whiteouts/{CLAUDE_SLUG}.json": 0o600,
+        "whiteouts/run.sh": 0o600,
+        "adopt": 0o700,
+        "adopt/0badc0de.json": 0o600,
+    }
+    assert mode(outside) == 0o755
+
+
+def test_make_private_creates_a_missing_folder(tmp_path: Path, umask: int) -> None:
+    state_dir = tmp_path / "state" / "memfs"
+    state.make_private(state_dir)
+    assert modes(state_dir) == {".": 0o700}
+
+
+def test_an_adopt_list_is_private(tmp_path: Path, umask: int) -> None:
+    fh = fake_home(tmp_path)
+    write(fh.memory(".claude") / "MEMORY.md", "# Memory\n", at(10))
+    write(fh.memory(".claude-work") / "deploy.md", "deploy steps\n", at(4))
+    config = fh.config()
+    made = adopt.make_list(config, CLAUDE_SLUG)
+    assert made.list_id
+    assert modes(config.state_dir) == {
+        ".": 0o700,
+        "adopt": 0o700,
+        f"adopt/{made.list_id}.json": 0o600,
+    }
