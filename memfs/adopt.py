@@ -155,14 +155,16 @@ def folder_hash(files: Iterable[FileBody]) -> str:
 def snapshot(root: Path, parts: Sequence[str], max_bytes: int) -> Snapshot | None:
     """Every file of ``root/parts`` as `sources.scan` sees it, read; None if it is no folder.
 
-    A file that vanishes or cannot be read between the scan and the read is left out, as
-    the scan leaves out unreadable files.
+    A file memfs cannot read, or that vanishes between the scan and the read, is left out.
     """
     scan = sources.scan(root, parts, max_bytes)
     if not scan.exists:
         return None
     files = []
     for f in sorted(scan.files, key=lambda f: os.fsencode(f.path)):
+        if not f.readable:
+            log.info("adopt: left out %s/%s: unreadable", root.joinpath(*parts), f.path)
+            continue
         try:
             data = sources.read_file(root, parts, f.path, max_bytes)
         except OSError as exc:
@@ -450,10 +452,11 @@ class _Own:
                 f"the own folder {place} is a symlink, not a folder, or unreadable; "
                 "make it a plain folder and take again"
             )
-        self.files = {f.path: f.size for f in scan.files}  # path -> size
+        self.files = {f.path: f.size for f in scan.files if f.readable}  # path -> size
         self.dirs = set(scan.dirs)
         # Links, special files, too big or unreadable ones: never replaced, never read.
         self.left_out = {path for path, _ in scan.left_out if path}
+        self.left_out |= {f.path for f in scan.files if not f.readable}
 
     def taken(self, path: str) -> bool:
         return path in self.files or path in self.dirs or path in self.left_out
@@ -506,7 +509,7 @@ class _Own:
     def refresh(self, path: str) -> None:
         """Look at ``path`` again after a create found it taken."""
         found = sources.stat_file(self.place.root, self.place.parts, path, self.max_bytes)
-        if found is not None:
+        if found is not None and found.readable:
             self.files[path] = found.size
         else:
             self.left_out.add(path)  # a folder, link or special file: never replaced

@@ -565,7 +565,7 @@ class MemFS(pyfuse3.Operations):
         project = await self._project(key[0])
         if project.tree.is_dir(key[1]):
             raise _err(errno.EISDIR)
-        project.claim(key[1])  # a writer's own temp name stays visible to it (names.py)
+        writes.check_new_name(key[1])
         if flags & os.O_EXCL and (project.tree.leaf(key[1]) or self.files.pending(key)):
             raise _err(errno.EEXIST)
         ino = self.inodes.number(key)
@@ -735,8 +735,8 @@ class MemFS(pyfuse3.Operations):
             return self._writers_attrs(f)
         if mode is None and size is None and not asked:
             return await self._attrs_of(inode, key)
-        if not key[1]:
-            raise _err(errno.EPERM)  # the root and project folders are memfs's own
+        if key in (ROOT_KEY, HERE_KEY):
+            raise _err(errno.EPERM)  # memfs's own: the root holds projects only
         self._writable(key)
         project = await self._project(key[0])
         planner = self._planner(project)
@@ -856,7 +856,6 @@ class MemFS(pyfuse3.Operations):
         self._writable(src)
         self._writable(dst)
         project = await self._project(src[0])
-        project.claim(dst[1])
         if project.tree.leaf(src[1]) is None and self.files.pending(src) is not None:
             # A file still being written: its stage lands under the new name, nothing is
             # committed early, so no reader sees a part of it.

@@ -148,9 +148,9 @@ class Project:
         self._logged: set[tuple[int, str, str]] = set()  # left-out files already logged
         # original path -> its conflict copies' paths that hold a version (SPEC 5.1)
         self._conflicts: dict[str, set[str]] = {}
-        # Paths a writer created through the mount: exempt from the name rules while they
-        # exist, so its temp file works for it (rsync's `.x.AbC123`, vim's `.x.swp`).
-        self._claimed: set[str] = set()
+        # Paths shown though a name rule matches them: the own source's writers' files
+        # (names.Way.WRITERS: rsync's `.x.AbC123`, vim's `.x.swp`), never in PREAMBLE.md.
+        self._in_flight: set[str] = set()
         self.tree.add(PREAMBLE, Leaf(Kind.PREAMBLE))
         for origin in origins:
             self.add_origin(origin)
@@ -237,9 +237,9 @@ class Project:
         for path, why in scan.left_out:
             self._leave_out(i, path, why)
         files = scan.files  # the scan checked the name rules of every one
-        exempt = [f for f, _ in scan.by_name if self._exempt(f.path)]
+        exempt = [f for f, _ in scan.by_name if self._admits(i, _path_rule(f.path))]
         for f, why in scan.by_name:
-            if not self._exempt(f.path):
+            if not self._admits(i, _path_rule(f.path)):
                 self._leave_out(i, f.path, why)
         new = {f.path: f for f in [*files, *exempt]}
         # A scan says nothing of what lies below a folder it did not read (too deep, or
@@ -268,6 +268,7 @@ class Project:
                 v is not None
                 and (v.size, v.mtime_ns, v.mode, v.atime_ns)
                 == (f.size, f.mtime_ns, f.mode, f.atime_ns)
+                and f.readable
                 and seen.get(key, -1) <= at_ns
             ):
                 seen[key] = at_ns
@@ -311,47 +312,50 @@ class Project:
         if len(self.counts.left_out) != before:
             self._logged = {e for e in self._logged if not (e[0] == i and e[1] == path)}
 
-    def _exempt(self, path: str) -> bool:
-        """A claimed path shows despite the name rules; memfs's stage files never do."""
-        return path in self._claimed and not names.is_stage(sources.split(path)[-1])
+    def _is_own(self, i: int) -> bool:
+        return self.origins[i].source == self.config.own_index
 
-    def claim(self, path: str) -> None:
-        """A writer creates ``path`` through the mount: show it even if its name is one of
-        the rules' (a temp file it will rename), until no source holds it any more.
+    def _admits(self, i: int, rule: names.Rule | None) -> bool:
+        """Whether origin ``i`` shows a file whose path ``rule`` matches (None: no rule).
 
-        A no-op for names no rule matches, so the adapter may call it on every create.
+        A writer's file (names.Way.WRITERS) is shown from the own source, where only a
+        writer through the mount or its user puts it, for as long as it is there; from a
+        read-only source it is another writer's file in flight. A tool's file never shows.
         """
-        if _path_reason(path) and not names.is_stage(sources.split(path)[-1]):
-            self._claimed.add(path)
-
-    def claimed(self, path: str) -> bool:
-        return path in self._claimed
+        return rule is None or (rule.way is names.Way.WRITERS and self._is_own(i))
 
     def set_version(self, i: int, f: sources.FileStat, *, named: bool = False) -> None:
         """Origin ``i`` now holds ``f`` (new or changed).
 
-        A path the name rules leave out (names.RULES: a sync tool's temp file, an editor's
-        swap file, a stage file) is counted in status instead, unless a writer claimed it.
-        ``named``: the caller found that no rule leaves it out (a scan checks each name it
-        lists), so the rules are not run again (they cost a third of a project's build).
+        A path a name rule matches (names.RULES) is counted in status instead, unless it is
+        a writer's file in the own source (`_admits`); a file memfs cannot read likewise,
+        unless it is the own source's: an own file is never left out for its mode, and
+        stays the head. ``named``: the caller found that no rule matches it (a scan checks
+        each name it lists), so the rules are not run again (they cost a third of a
+        project's build).
         """
+        if not f.readable and not self._is_own(i):
+            self.drop_version(i, f.path)
+            self._leave_out(i, f.path, "unreadable")
+            return
         new = Version(i, f.path, f.size, f.mtime_ns, f.mode, f.atime_ns)
         versions = self._versions.get(f.path)
         old = versions.get(i) if versions is not None else None
         if versions is not None and old is not None and old == new:
-            # Known already, so the name rules let it in (a claim lasts while the path has
-            # a version): no rule to check, the common case of every rescan.
+            # Known already, so the name rules let it in: no rule to check, the common case
+            # of every rescan.
             if old.atime_ns != new.atime_ns:
                 versions[i] = new  # only the atime moved: shown, but no change of the file
                 self._refresh(f.path)
             return
-        # A path that has a version passed the rules or is claimed (a claim lasts while the
-        # path has a version), and the rules look at the path alone: no need to ask again.
-        why = "" if named or versions else _path_reason(f.path)
-        if why and not self._exempt(f.path):
+        rule = None if named else _path_rule(f.path)
+        if not self._admits(i, rule):
+            assert rule is not None
             self.drop_version(i, f.path)  # first: it forgets the path's left-out entry
-            self._leave_out(i, f.path, why)
+            self._leave_out(i, f.path, rule.why)
             return
+        if rule is not None:
+            self._in_flight.add(f.path)
         versions = self._versions.setdefault(f.path, {})
         is_new = i not in versions
         versions[i] = new
@@ -368,8 +372,7 @@ class Project:
         del versions[i]
         if not versions:
             del self._versions[path]
-            # The writer's temp file was renamed or removed: the name is a temp name again.
-            self._claimed.discard(path)
+            self._in_flight.discard(path)
         self._refresh(path)
         self._count_under(path, -1)
 
@@ -552,10 +555,10 @@ class Project:
         if not self._show(path, path, leaf):
             return
         self._heads[path] = head
-        # Only a claimed temp file passes set_version against the name rules (claim refuses
-        # any other name), so this is _in_preamble without running the rules again.
-        if path in self._claimed:
-            return  # a writer's claimed temp file: in the view for it, never in PREAMBLE.md
+        # Only a writer's file in the own source passes set_version against the name rules,
+        # so this is _in_preamble without running the rules again.
+        if path in self._in_flight:
+            return  # a writer's temp, swap or backup file: in the view, never in PREAMBLE.md
         if path != MEMORY:
             self._by_mtime.add(head)
         if preamble.is_handoff(parent_of(path)[1]):
@@ -991,8 +994,10 @@ class Project:
             if original is not None:
                 assert path in self._conflicts.get(original, ()), path
                 assert not shown, (path, shown)
-            assert not names.path_reason(path) or self._exempt(path), path
-            assert _path_reason(path) == names.path_reason(path), path
+            rule = names.path_rule(path)
+            assert all(self._admits(i, rule) for i in versions), path
+            assert (rule is not None) == (path in self._in_flight), path
+            assert _path_rule(path) == rule, path
         for original, copies_of in self._conflicts.items():
             assert copies_of, original
             assert all(conflict_original(c) == original for c in copies_of), original
@@ -1066,11 +1071,16 @@ def conflict_original(path: str) -> str | None:
 # at one path (the watcher's, a plan's) ask again for the same paths. A pure function of
 # the path, so its answers are kept, bounded (thread-safe: workers build, the trio thread
 # changes).
-_path_reason = functools.lru_cache(maxsize=1 << 16)(names.path_reason)
+_path_rule = functools.lru_cache(maxsize=1 << 16)(names.path_rule)
+
+
+def _path_reason(path: str) -> str:
+    rule = _path_rule(path)
+    return "" if rule is None else rule.why
 
 
 def _in_preamble(path: str) -> bool:
-    """Heads the preamble may draw on: every one but a claimed temp file (names.RULES)."""
+    """Heads the preamble may draw on: every one but a writer's file (names.RULES)."""
     return not _path_reason(path)
 
 

@@ -51,6 +51,10 @@ class FileStat:
     size: int
     mtime_ns: int
     mode: int = 0o644  # permission bits
+    # Whether memfs may open it for reading. An own file that is not stays shown with its
+    # mode (a writer made it so, and chmod brings it back); a read-only source's is left
+    # out by the project, which alone knows which source is whose.
+    readable: bool = True
     # Shown as the view's atime; not part of equality: reading a file moves it, and that is
     # no change of the file.
     atime_ns: int = field(default=0, compare=False)
@@ -63,8 +67,8 @@ class Scan:
     files: list[FileStat] = field(default_factory=list)
     dirs: list[str] = field(default_factory=list)  # every sub-folder, relative, '' excluded
     left_out: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
-    # Regular files a name rule leaves out (names.RULES), with the rule's reason: the
-    # project shows those a writer created through the mount and counts the rest.
+    # Regular files a name rule matches (names.RULES), with the rule's reason: the project
+    # shows the own source's writers' files (names.Way.WRITERS) and counts the rest.
     by_name: list[tuple[FileStat, str]] = field(default_factory=list)
     exists: bool = True
 
@@ -129,8 +133,9 @@ def split(path: str) -> list[str]:
 def scan(root: Path, parts: Sequence[str], max_bytes: int) -> Scan:
     """All regular files and folders below ``root/parts``, recursively, never following links.
 
-    Special files, symlinks, unreadable files and files over ``max_bytes`` are left out and
-    reported; a folder that vanishes mid-scan is simply missing from the result.
+    Special files, symlinks and files over ``max_bytes`` are left out and reported; a file
+    memfs cannot read is listed with ``readable`` False (never left out for its mode here);
+    a folder that vanishes mid-scan is simply missing from the result.
     """
     result = Scan()
     try:
@@ -161,7 +166,8 @@ def _scan_dir(fd: int, prefix: str, max_bytes: int, out: Scan, depth: int) -> No
         path = prefix + name
         try:
             st = entry.stat(follow_symlinks=False)
-            reason = _leave_out_reason(fd, name, st, max_bytes)
+            reason = _leave_out_reason(name, st, max_bytes)
+            readable = reason != "" or _readable(fd, name, st)
         except OSError:
             continue  # vanished since the listing (a new file at the name has its event)
         if reason == "":
@@ -171,7 +177,7 @@ def _scan_dir(fd: int, prefix: str, max_bytes: int, out: Scan, depth: int) -> No
                 # A tool's folder (.git, .stversions): not memory, and not walked either.
                 out.left_out.append((path, by_name))
             elif by_name:
-                out.by_name.append((_file_stat(path, st), by_name))
+                out.by_name.append((_file_stat(path, st, readable), by_name))
             elif is_dir:
                 if depth >= MAX_DEPTH:
                     out.dirs.append(path)  # it is there; what it holds is not read
@@ -179,13 +185,14 @@ def _scan_dir(fd: int, prefix: str, max_bytes: int, out: Scan, depth: int) -> No
                 else:
                     _scan_subdir(fd, name, path, max_bytes, out, depth + 1)
             else:
-                out.files.append(_file_stat(path, st))
+                out.files.append(_file_stat(path, st, readable))
         else:
             out.left_out.append((path, reason))
 
 
-def _file_stat(path: str, st: os.stat_result) -> FileStat:
-    return FileStat(path, st.st_size, st.st_mtime_ns, stat.S_IMODE(st.st_mode), st.st_atime_ns)
+def _file_stat(path: str, st: os.stat_result, readable: bool = True) -> FileStat:
+    mode = stat.S_IMODE(st.st_mode)
+    return FileStat(path, st.st_size, st.st_mtime_ns, mode, readable, st.st_atime_ns)
 
 
 def _scan_subdir(fd: int, name: str, path: str, max_bytes: int, out: Scan, depth: int) -> None:
@@ -201,8 +208,8 @@ def _scan_subdir(fd: int, name: str, path: str, max_bytes: int, out: Scan, depth
         os.close(child)
 
 
-def _leave_out_reason(fd: int, name: str, st: os.stat_result, max_bytes: int) -> str:
-    """Why an entry is not served, or '' when it is."""
+def _leave_out_reason(name: str, st: os.stat_result, max_bytes: int) -> str:
+    """Why an entry is not served, or '' when it is. Never its mode: see `_readable`."""
     if not valid_name(name):
         return "name too long"
     mode = st.st_mode
@@ -214,14 +221,23 @@ def _leave_out_reason(fd: int, name: str, st: os.stat_result, max_bytes: int) ->
         return "special file"
     if st.st_size > max_bytes:
         return f"over {max_bytes} bytes"
-    if not os.access(name, os.R_OK, dir_fd=fd, follow_symlinks=False):
-        # access() only says no: a file renamed away or removed since its stat (a writer's
-        # temp file, a moment later) is gone, not unreadable.
-        again = os.stat(name, dir_fd=fd, follow_symlinks=False)  # FileNotFoundError: gone
-        if (again.st_dev, again.st_ino) != (st.st_dev, st.st_ino):
-            raise FileNotFoundError(errno.ENOENT, "replaced since its stat", name)
-        return "unreadable"
     return ""
+
+
+def _readable(fd: int, name: str, st: os.stat_result) -> bool:
+    """Whether memfs may open ``name`` (in folder ``fd``, found as ``st``) for reading.
+
+    Raises:
+        FileNotFoundError: it was renamed away or removed since its stat (a writer's temp
+            file, a moment later): gone, not unreadable.
+    """
+    if stat.S_ISDIR(st.st_mode) or os.access(name, os.R_OK, dir_fd=fd, follow_symlinks=False):
+        return True
+    # access() only says no: look again, to tell gone from unreadable.
+    again = os.stat(name, dir_fd=fd, follow_symlinks=False)
+    if (again.st_dev, again.st_ino) != (st.st_dev, st.st_ino):
+        raise FileNotFoundError(errno.ENOENT, "replaced since its stat", name)
+    return False
 
 
 def stat_file(root: Path, parts: Sequence[str], path: str, max_bytes: int) -> FileStat | None:
@@ -270,7 +286,9 @@ def _look_in(dir_fd: int, name: str, path: str, max_bytes: int) -> FileStat | st
     st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     if stat.S_ISDIR(st.st_mode):
         return None
-    return _leave_out_reason(dir_fd, name, st, max_bytes) or _file_stat(path, st)
+    return _leave_out_reason(name, st, max_bytes) or _file_stat(
+        path, st, _readable(dir_fd, name, st)
+    )
 
 
 def stat_folder(root: Path, parts: Sequence[str], path: str) -> FileStat | None:

@@ -623,8 +623,11 @@ class SetAttrs:
     mode: int | None = None
     times: tuple[int, int] | None = None
     size: int | None = None
+    make: bool = False  # a folder, made first (mkdir -p) if missing: a project's own folder
 
     def run(self) -> list[str]:
+        if self.make:
+            os.close(open_dir(self.place.below(self.name), create=True))
         set_attrs(self.place, self.name, mode=self.mode, times_ns=self.times, size=self.size)
         return []
 

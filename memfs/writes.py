@@ -8,6 +8,12 @@ paths to stat again afterwards. `staging.apply` runs a whole plan in one worker-
 the adapter then absorbs what it found into the project on its own thread. Every refusal is
 a `Refused` carrying the errno the SPEC names; the adapter returns it as is.
 
+Names: a name a writer creates through the mount (create, mkdir, a rename onto it) that is a
+tool's own file (`names.Way.REFUSED`: ``.git``, ``._x``, Syncthing's temp names, ...) is
+refused with EINVAL (`check_new_name`): no source ever shows such a name, so accepting it
+would lose it from the view at the next mount while it stays on disk. Every other name is
+accepted and stays shown for as long as it is on disk.
+
 Threading: called on the adapter's trio thread only; reads the project, never changes it.
 Must not import: pyfuse3, trio, memfs.fs.
 """
@@ -22,7 +28,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from memfs import history, preamble, sources, staging, state
+from memfs import history, names, preamble, sources, staging, state
 from memfs.catalog import Catalog
 from memfs.config import Config
 from memfs.history import in_history
@@ -148,6 +154,16 @@ def own_folder_of(config: Config, project: Project, v: Version) -> staging.Place
     return staging.Place(origin.root, (*origin.parts, *sources.split(folder)))
 
 
+def check_new_name(path: str, *, folder: bool = False) -> None:
+    """A writer creates ``path`` (a folder, if ``folder``) through the mount.
+
+    Raises:
+        Refused: EINVAL for a tool's own name (names.Way.REFUSED), never shown.
+    """
+    if names.refused(parent_of(path)[1], folder=folder) is not None:
+        raise Refused(errno.EINVAL)
+
+
 def writable_leaf(project: Project, path: str) -> Leaf:
     """The file at ``path`` that a write, unlink or rename may change."""
     leaf = project.tree.leaf(path)
@@ -197,6 +213,7 @@ def check_pending_rename(project: Project, src: str, dst: str, flags: int, *, ta
         raise Refused(errno.EISDIR)
     if parent_of(src)[0] != parent_of(dst)[0]:
         raise Refused(errno.EXDEV)  # the stage lives in the source folder; mv copies
+    check_new_name(dst)
 
 
 class Planner:
@@ -302,8 +319,19 @@ class Planner:
         memory: bytes | None = None,
     ) -> Plan:
         """chmod, truncate, utimens of a file (copied up when a read-only source holds its
-        head) or of a folder of the own source."""
+        head) or of a folder of the own source. The project folder itself (``path`` '')
+        is the own source's folder for the project, made first if only other sources
+        hold the project (`tar -x` sets the times of its `.`)."""
         project = self.project
+        if not path:
+            if size is not None:
+                raise Refused(errno.EISDIR)
+            own = self._own_origin()
+            *parents, name = own.parts
+            plan = self._plan()
+            place = staging.Place(own.root, tuple(parents))
+            plan.steps.append(staging.SetAttrs(place, name, mode=mode, times=times, make=True))
+            return plan
         if project.tree.is_dir(path):
             if size is not None:
                 raise Refused(errno.EISDIR)
@@ -366,6 +394,7 @@ class Planner:
 
     def mkdir(self, path: str, mode: int) -> Plan:
         project = self.project
+        check_new_name(path, folder=True)
         if project.tree.leaf(path) is not None or project.tree.is_dir(path):
             raise Refused(errno.EEXIST)
         plan = self._plan()
@@ -483,6 +512,7 @@ def check_rename(project: Project, src: str, dst: str, flags: int) -> None:
         raise Refused(errno.ENOENT)
     if src == dst:
         return
+    check_new_name(dst, folder=tree.is_dir(src))
     dst_exists = tree.leaf(dst) is not None or tree.is_dir(dst)
     if flags & RENAME_NOREPLACE and dst_exists:
         raise Refused(errno.EEXIST)

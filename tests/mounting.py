@@ -25,17 +25,20 @@ import os
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
+import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
 
+import memfs
 from memfs.slug import claude_slug
 
 FUSERMOUNT = "fusermount3"
@@ -575,3 +578,211 @@ def errno_of(call: Callable[..., object], *args: object) -> int | None:
 
 def is_enoent(call: Callable[..., object], *args: object) -> bool:
     return errno_of(call, *args) == errno.ENOENT
+
+
+# --- a normal user ----------------------------------------------------------------------
+
+# What a systemd user manager hands a service: no venv on PATH, no working folder of ours.
+UNIT_PATH_VAR = "/usr/local/bin:/usr/bin:/bin"
+TEST_USER = "memfs-test"  # made by .ci/setup-tests; made here when missing
+MEMFS_SCRIPT = Path(sys.executable).parent / "memfs"  # the console script a user types
+# As .ci/setup-tests makes it: no home (the tests give it one under /tmp), no login.
+USERADD = ("useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent")
+USERADD += ("--shell", "/usr/sbin/nologin")
+
+
+@dataclass
+class NormalUser:
+    """A normal user with a home of its own under /tmp, running commands as itself.
+
+    Root ignores permission bits, so a sealed mountpoint can only be seen refusing writes by
+    someone else. As root the commands run through ``setpriv`` as TEST_USER; as a normal user
+    they run as that user directly.
+    """
+
+    uid: int
+    gid: int
+    base: Path
+    env: dict[str, str]
+    pids: list[int] = field(default_factory=list)
+    mountpoints: list[Path] = field(default_factory=list)
+
+    @property
+    def home(self) -> Path:
+        return Path(self.env["HOME"])
+
+    def run(
+        self, *cmd: str | Path, cwd: Path | None = None, timeout: float = 40.0
+    ) -> subprocess.CompletedProcess[str]:
+        prefix: list[str] = []
+        if os.geteuid() == 0:
+            ids = [f"--reuid={self.uid}", f"--regid={self.gid}", "--clear-groups"]
+            prefix = ["setpriv", *ids, "--"]
+        return subprocess.run(
+            [*prefix, *map(str, cmd)],
+            cwd=cwd or self.home,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+
+    script: Path = MEMFS_SCRIPT
+
+    def memfs(self, *args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+        """`memfs ARGS` as typed, in the home folder unless told otherwise."""
+        done = self.run(self.script, *args, cwd=cwd)
+        found = re.search(r"\(pid (\d+)\)", done.stdout)
+        if found:
+            self.pids.append(int(found[1]))
+        return done
+
+    def read(self, path: Path) -> bytes:
+        """``cat PATH`` as the user: without allow_other, not even root sees into its mount."""
+        done = self.run("cat", path)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.encode()
+
+
+def _test_user() -> tuple[int, int]:
+    if os.geteuid() != 0:
+        return os.getuid(), os.getgid()
+    import pwd
+
+    try:
+        entry = pwd.getpwnam(TEST_USER)
+    except KeyError:
+        # fusermount3 needs the user in the password database (it names it in mtab).
+        subprocess.run(
+            [*USERADD, TEST_USER],
+            capture_output=True,
+            timeout=TOOL_DEADLINE,
+            check=False,
+        )
+        try:
+            entry = pwd.getpwnam(TEST_USER)
+        except KeyError:
+            pytest.fail(f"no user {TEST_USER} and useradd could not make one; run .ci/setup-tests")
+    mode = stat.S_IMODE(os.stat("/dev/fuse").st_mode)
+    if mode & 0o006 != 0o006:
+        pytest.fail(
+            f"/dev/fuse has mode {mode:o}: a normal user cannot mount; run .ci/setup-tests "
+            "(sudo chmod 0666 /dev/fuse, Debian's default)"
+        )
+    return entry.pw_uid, entry.pw_gid
+
+
+SHIM = """\
+#!{python}
+import sys
+from memfs.cli import main
+if __name__ == "__main__":
+    sys.exit(main())
+"""
+
+
+def _shim_script(person: NormalUser) -> Path:
+    """A `memfs` console script the user can run, when this interpreter is out of its reach
+    (a pyenv Python under /root, say): a venv of the system's Python of the same version
+    that sees this venv's packages through a .pth file, or, when the user cannot read them
+    either (a clone in a folder of `mktemp -d`, mode 0700), a copy of memfs and of what it
+    needs to run."""
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    system = Path(f"/usr/bin/python{version}")
+    if not system.is_file():
+        pytest.fail(f"{sys.executable} is out of reach of {TEST_USER} and {system} is missing")
+    venv = person.base / "venv"
+    made = person.run(system, "-m", "venv", "--without-pip", venv)
+    assert made.returncode == 0, made.stderr
+    ours = Path(__import__("sysconfig").get_paths()["purelib"])
+    site = venv / "lib" / f"python{version}" / "site-packages"
+    package = Path(memfs.__file__).parent
+    if all(person.run("test", "-r", p, "-a", "-x", p).returncode == 0 for p in (ours, package)):
+        (site / "memfs-tests.pth").write_text(f"import site; site.addsitedir({str(ours)!r})\n")
+    else:
+        _copy_runtime(site)
+    script = venv / "bin" / "memfs"
+    script.write_text(SHIM.format(python=venv / "bin" / "python"))
+    script.chmod(0o755)
+    return script
+
+
+def _copy_runtime(site: Path) -> None:
+    """memfs's package and the files of every distribution it needs at run time (its
+    requirements, theirs, and so on, markers evaluated here) into ``site``."""
+    import importlib.metadata as metadata
+
+    from packaging.requirements import Requirement
+
+    shutil.copytree(
+        Path(memfs.__file__).parent, site / "memfs", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    seen: set[str] = set()
+    todo = [Requirement(r) for r in metadata.requires("memfs") or []]
+    while todo:
+        wanted = todo.pop()
+        if wanted.marker is not None and not wanted.marker.evaluate({"extra": ""}):
+            continue
+        name = wanted.name.lower().replace("_", "-")
+        if name in seen:
+            continue
+        seen.add(name)
+        dist = metadata.distribution(name)
+        todo += [Requirement(r) for r in dist.requires or []]
+        for file in dist.files or []:
+            source = Path(str(dist.locate_file(file)))
+            if ".." in file.parts or not source.is_file():
+                continue  # scripts and data outside site-packages are not needed
+            (site / file).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, site / file)
+
+
+def _user_mounts(base: Path) -> list[Path]:
+    with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as f:
+        points = [Path(line.split()[4]) for line in f]
+    return [p for p in points if p.is_relative_to(base)]
+
+
+def _pids_of(base: Path) -> list[int]:
+    """memfs daemons whose command line names a path under ``base``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            if entry.name.isdigit() and os.fsencode(base) in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+    return found
+
+
+def normal_user(slug: str, notes: bytes) -> Iterator[NormalUser]:
+    """A normal user whose home holds a discovered Claude Code account with one project,
+    ``slug``, holding ``notes.md``; everything it mounted is released at the end."""
+    require_fuse()
+    uid, gid = _test_user()
+    # Not under tmp_path: pytest's base folder is private to root.
+    base = Path(tempfile.mkdtemp(prefix="memfs-user-"))
+    try:
+        home = base / "home"
+        memory = home / ".claude" / "projects" / slug / "memory"
+        memory.mkdir(parents=True)
+        (memory / "notes.md").write_bytes(notes)
+        env = {"HOME": str(home), "PATH": UNIT_PATH_VAR, "LC_ALL": "C"}
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        for var in ("XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_RUNTIME_DIR", "XDG_CACHE_HOME"):
+            (base / var.lower()).mkdir(mode=0o700)
+            env[var] = str(base / var.lower())
+        for path in [base, *base.rglob("*")]:
+            os.chown(path, uid, gid)
+        person = NormalUser(uid, gid, base, env)
+        # Through every symlink: memfs's daemon is started as sys.executable again.
+        if person.run("test", "-x", os.path.realpath(sys.executable)).returncode != 0:
+            person.script = _shim_script(person)
+        yield person
+    finally:
+        for mountpoint in {*(home / "memfs" for home in [base / "home"]), *_user_mounts(base)}:
+            release_mountpoint(mountpoint, [p for p in _pids_of(base) if alive(p)])
+        for folder, _, _ in os.walk(base):
+            with contextlib.suppress(OSError):
+                os.chmod(folder, 0o700)  # sealed folders, as a non-root runner
+        shutil.rmtree(base, ignore_errors=True)

@@ -99,6 +99,94 @@ def test_each_rule_leaves_out_its_names_and_only_those(key: str) -> None:
         assert rule is None or rule.key != key, (key, name)
 
 
+# key -> which way its names go through the mount: refused (a tool's own file, shown from
+# no source) or a writer's (accepted, shown from the own source). Every rule says.
+WAYS: dict[str, names.Way] = {
+    "memfs-stage": names.Way.REFUSED,
+    "syncthing-tmp": names.Way.REFUSED,
+    "syncthing-tmp-win": names.Way.REFUSED,
+    "syncthing-marker": names.Way.REFUSED,
+    "syncthing-versions": names.Way.REFUSED,
+    "syncthing-ignore": names.Way.REFUSED,
+    "rsync-tmp": names.Way.WRITERS,  # rsync through the mount
+    "rsync-delay": names.Way.REFUSED,
+    "rclone-partial": names.Way.WRITERS,  # rclone copy onto the mount
+    "unison-tmp": names.Way.REFUSED,
+    "nextcloud-tmp": names.Way.REFUSED,
+    "nextcloud-db": names.Way.REFUSED,
+    "nextcloud-log": names.Way.REFUSED,
+    "dropbox": names.Way.REFUSED,
+    "git": names.Way.REFUSED,
+    "vim-swap": names.Way.WRITERS,
+    "kate-swap": names.Way.WRITERS,
+    "emacs-autosave": names.Way.WRITERS,
+    "emacs-lock": names.Way.WRITERS,
+    "backup": names.Way.WRITERS,
+    "jetbrains": names.Way.WRITERS,
+    "gio-tmp": names.Way.WRITERS,
+    "macos-ds-store": names.Way.REFUSED,
+    "macos-appledouble": names.Way.REFUSED,
+}
+
+
+def test_every_rule_says_which_way_it_goes() -> None:
+    assert {r.key: r.way for r in names.RULES} == WAYS
+
+
+@pytest.mark.parametrize("key", sorted(CASES))
+def test_a_refused_rules_names_are_refused_and_a_writers_are_not(key: str) -> None:
+    folder = _is_folder_rule(key)
+    for name in CASES[key][0]:
+        rule = names.refused(name, folder=folder)
+        if WAYS[key] is names.Way.REFUSED:
+            assert rule is not None, (key, name)
+            assert rule.key == key, (key, name, rule.key)
+        else:
+            assert rule is None, (key, name)
+
+
+def test_every_folder_rule_is_refused() -> None:
+    # A scan does not walk a folder a rule matches, in any source: so no folder name may be
+    # accepted through the mount and then lose what it holds at the next scan.
+    for rule in names.RULES:
+        if rule.applies is not names.Applies.FILE:
+            assert rule.way is names.Way.REFUSED, rule.key
+
+
+def test_a_name_both_ways_match_is_refused() -> None:
+    # AppleDouble's `._*` also looks like an rsync temp name: a tool's file wins.
+    assert names.matching_rule("._notes.AbC123") is not None
+    rule = names.refused("._notes.AbC123")
+    assert rule is not None
+    assert rule.key == "macos-appledouble"
+
+
+def test_the_seven_names_of_issue_24_each_go_one_way() -> None:
+    refused = {name for name in SEVEN if names.refused(name) is not None}
+    assert refused == {"._notes.md", ".git"}
+    assert {names.path_rule(n).key for n in SEVEN - refused} == {  # type: ignore[union-attr]
+        "backup",
+        "vim-swap",
+        "emacs-autosave",
+        "rclone-partial",
+        "rsync-tmp",
+    }
+
+
+# Names once accepted through the mount and lost at the next mount (issue 24).
+SEVEN = frozenset(
+    [
+        "notes.md~",
+        ".plan.md.swp",
+        "#scratch#",
+        "draft.partial",
+        ".todo.backup",
+        "._notes.md",
+        ".git",
+    ]
+)
+
+
 @pytest.mark.parametrize("path", ORDINARY)
 def test_ordinary_names_are_memory(path: str) -> None:
     assert names.path_reason(path) == ""

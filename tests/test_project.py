@@ -82,6 +82,37 @@ def test_head_is_the_own_version_even_when_older(fh: FakeHome) -> None:
     assert len(project.versions("a.md")) == 3
 
 
+def test_an_own_version_memfs_cannot_read_stays_the_head(fh: FakeHome) -> None:
+    # `chmod 000 a.md` through the mount, as a normal user: the own file stays the head,
+    # shown with its mode (a read gets EACCES, as on a local folder), so that `chmod 644`
+    # changes it back and never copies the older read-only version over it.
+    write(fh.memory(".claude") / "a.md", "own", at(1))
+    write(fh.memory(".claude-work") / "a.md", "work, newer", at(5))
+    project = load_project(fh.config())
+    project.set_version(0, FileStat("a.md", 3, at(1), mode=0, readable=False))
+    project._check()
+    assert shown(project)["a.md"] == (Kind.FILE, "claude")
+    head = project.head("a.md")
+    assert head is not None
+    assert head.mode == 0
+    assert not any(e[1] == "a.md" for e in project.counts.left_out)
+    project.set_version(0, FileStat("a.md", 3, at(1), mode=0o644))
+    project._check()
+    assert shown(project)["a.md"] == (Kind.FILE, "claude")
+
+
+def test_a_read_only_file_memfs_cannot_read_is_left_out(fh: FakeHome) -> None:
+    write(fh.memory(".claude-work") / "a.md", "work", at(5))
+    write(fh.pi() / "a.md", "pi, older", at(2))
+    project = load_project(fh.config())
+    work = next(n for n, o in enumerate(project.origins) if o.source == 1)
+    project.set_version(work, FileStat("a.md", 4, at(5), mode=0, readable=False))
+    project._check()
+    assert shown(project)["a.md"] == (Kind.FILE, "pi")  # no version it cannot serve wins
+    assert ("work", "a.md") in left_out(project)
+    assert len(project.versions("a.md")) == 1
+
+
 def test_head_is_the_newest_without_an_own_version(fh: FakeHome) -> None:
     write(fh.memory(".claude-work") / "a.md", "work", at(5))
     write(fh.pi() / "a.md", "pi, newer", at(5.5))
@@ -630,48 +661,49 @@ def test_single_path_updates_follow_the_same_rule(fh: FakeHome) -> None:
     assert set(shown(project)) == {"PREAMBLE.md", "notes.md"}
 
 
-def test_a_temp_file_a_writer_created_through_the_mount_stays_visible(fh: FakeHome) -> None:
+def test_a_writers_temp_file_in_the_own_source_stays_shown_across_loads(fh: FakeHome) -> None:
     # rsync through the mount: `.notes.md.AbC123` is created, closed (committed), given its
-    # mtime, then renamed over notes.md. The adapter claims the name at create.
+    # mtime, then renamed over notes.md. Written through the mount, it lands in the own
+    # source, and a name accepted there is shown for as long as it is on disk: by every
+    # later load too (a remount), not only while one mount remembers its writer.
     own = fh.memory(".claude")
+    work = fh.memory(".claude-work")
     write(own / "notes.md", "old", at(1))
-    project = load_project(fh.config())
     temp = ".notes.md.AbC123"
-    project.claim(temp)
-    assert project.claimed(temp)
-    st_ = write(own / temp, "RSYNCED-BODY", at(2)).stat()
-    project.set_version(0, FileStat(temp, st_.st_size, st_.st_mtime_ns))
-    project._check()
-    assert shown(project)[temp] == (Kind.FILE, "claude")
-    # The writer's temp file is its own business: never in PREAMBLE.md.
-    assert temp.encode() not in project.preamble(FILES_AT, now_ns=at(100))
-    assert b"RSYNCED-BODY" not in project.preamble(FILES_AT, now_ns=at(100))
+    write(own / temp, "RSYNCED-BODY", at(2))
+    write(work / temp, "another writer's temp, in flight", at(3))
+    for project in (load_project(fh.config()), load_project(fh.config())):
+        project._check()
+        assert shown(project)[temp] == (Kind.FILE, "claude")
+        assert ("claude", temp) not in left_out(project)
+        assert ("work", temp) in left_out(project)  # never a version, not even history
+        assert len(project.versions(temp)) == 1
+        # The writer's temp file is its own business: never in PREAMBLE.md.
+        assert temp.encode() not in project.preamble(FILES_AT, now_ns=at(100))
+        assert b"RSYNCED-BODY" not in project.preamble(FILES_AT, now_ns=at(100))
     project.rescan(0)  # a rescan (an inotify overflow) keeps it too
     assert shown(project)[temp] == (Kind.FILE, "claude")
-    assert ("claude", temp) not in left_out(project)
     (own / temp).rename(own / "notes.md")
     project.drop_version(0, temp)
     project.set_version(0, FileStat("notes.md", 12, at(2)))
     project._check()
-    assert not project.claimed(temp)  # gone: the name is a temp name again
-    write(own / temp, "a real rsync temp, on disk", at(3))
-    project.rescan(0)
     assert project.tree.leaf(temp) is None
-    assert ("claude", temp) in left_out(project)
+    project.set_version(0, FileStat(temp, 5, at(4)))  # a look at a new one (the watcher's)
+    project._check()
+    assert shown(project)[temp] == (Kind.FILE, "claude")
 
 
-def test_claims_ignore_ordinary_names_and_stage_files(fh: FakeHome) -> None:
-    fh.memory(".claude")
+def test_a_tools_file_is_left_out_of_the_own_source_too(fh: FakeHome) -> None:
+    own = fh.memory(".claude")
+    for name in (".memfs-stage.0011", "._notes.md", ".DS_Store", ".git", ".syncthing.a.tmp"):
+        write(own / name, "a tool's", at(1))
+    write(own / "notes.md.tmp.123.0123456789ab", "Claude Code's temp: ordinary", at(1))
     project = load_project(fh.config())
-    project.claim("notes.md")
-    project.claim("notes.md.tmp.123.0123456789ab")  # Claude Code's temp: ordinary anyway
-    project.claim(".memfs-stage.0011")
-    assert not project.claimed("notes.md")
-    assert not project.claimed(".memfs-stage.0011")
-    project.set_version(0, FileStat("notes.md.tmp.123.0123456789ab", 1, at(1)))
-    project.set_version(0, FileStat(".memfs-stage.0011", 1, at(1)))
+    project.set_version(0, FileStat(".stignore", 1, at(1)))
     project._check()
     assert set(shown(project)) == {"PREAMBLE.md", "notes.md.tmp.123.0123456789ab"}
+    assert ("claude", "._notes.md") in left_out(project)
+    assert ("claude", ".stignore") in left_out(project)
 
 
 def test_a_conflict_copy_is_a_version_of_its_original(fh: FakeHome) -> None:

@@ -362,3 +362,36 @@ def test_a_scan_meeting_a_file_gone_after_its_stat_goes_on_without_it(
     # gone.md came after the listing: its own event brings it.
     assert [f.path for f in found.files] == ["stays.md"]
     assert found.left_out == []  # nothing logged and counted as unreadable
+
+
+@pytest.fixture
+def no_read_access(monkeypatch: pytest.MonkeyPatch) -> None:
+    """memfs runs as a user whom mode 0 denies: access() says no to every file. (Root's
+    access() always says yes, and these tests may run as root.)"""
+
+    def denied(name: str, mode: int, **kwargs: object) -> bool:
+        return False
+
+    monkeypatch.setattr(sources.os, "access", denied)
+
+
+def test_a_file_memfs_cannot_read_is_listed_with_its_mode(
+    memory: Path, no_read_access: None
+) -> None:
+    # `chmod 000 notes.md`, or a create with mode 0: never left out for its mode. The
+    # project decides what an unreadable file of each source shows (own: the head still).
+    locked = write(memory / "notes.md", "own words\n", at(5))
+    locked.chmod(0)
+    write(memory / ".notes.md.swp", "vim's swap\n", at(5)).chmod(0)
+    found = scan(memory)
+    assert found.left_out == []
+    assert found.files == [FileStat("notes.md", 10, at(5), mode=0, readable=False)]
+    assert [(f.path, f.readable) for f, _ in found.by_name] == [(".notes.md.swp", False)]
+    root, parts = memory.parent.parent, (memory.parent.name, memory.name)
+    assert sources.look(root, parts, "notes.md", MAX) == found.files[0]
+    assert sources.stat_file(root, parts, "notes.md", MAX) == found.files[0]
+
+
+def test_a_readable_file_says_so(memory: Path) -> None:
+    write(memory / "notes.md", "words\n", at(5)).chmod(0o640)
+    assert scan(memory).files == [FileStat("notes.md", 6, at(5), mode=0o640, readable=True)]
