@@ -7,7 +7,7 @@ empty ``memfs/`` folder in the current folder (the default mountpoint, in the ho
 instead of this package.
 """
 
-from memfs.cli import main
+from memfs.app.cli import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

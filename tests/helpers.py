@@ -14,10 +14,10 @@ from pathlib import Path
 
 import trio
 
-from memfs import config as cfg
-from memfs import sources
-from memfs.project import Leaf, Origin, Project
-from memfs.slug import canonical_slug, claude_slug
+from memfs.disk import config as cfg
+from memfs.disk import sources
+from memfs.rules.slug import canonical_slug, claude_slug
+from memfs.view.project import Leaf, Origin, Project
 
 # 2026-01-01T00:00:00Z: a fixed "now" so no test depends on the clock.
 T0_NS = 1_767_225_600 * 1_000_000_000

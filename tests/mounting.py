@@ -39,7 +39,7 @@ from typing import Any, TypeVar
 import pytest
 
 import memfs
-from memfs.slug import claude_slug
+from memfs.rules.slug import claude_slug
 
 FUSERMOUNT = "fusermount3"
 STATUS_XATTR = "user.memfs.status"
@@ -677,7 +677,7 @@ def _test_user() -> tuple[int, int]:
 SHIM = """\
 #!{python}
 import sys
-from memfs.cli import main
+from memfs.app.cli import main
 if __name__ == "__main__":
     sys.exit(main())
 """

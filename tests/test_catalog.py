@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from memfs import config as cfg
-from memfs import state
-from memfs.catalog import Catalog
+from memfs.disk import config as cfg
+from memfs.disk import state
+from memfs.view.catalog import Catalog
 
 SLUG = "-home-a-new"
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from memfs import cli, demo
-from memfs.slug import claude_slug
+from memfs.app import cli, demo
+from memfs.rules.slug import claude_slug
 
 
 @pytest.fixture

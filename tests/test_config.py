@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from helpers import FakeHome, fake_home, make_env
 
-from memfs import config as cfg
-from memfs.config import ConfigError, Limits, PreambleSettings
+from memfs.disk import config as cfg
+from memfs.disk.config import ConfigError, Limits, PreambleSettings
 
 
 def write_config(fh: FakeHome, text: str) -> Path:

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from helpers import CLAUDE_SLUG, FakeHome, at, fake_home, load_project, write
 
-from memfs import config as cfg
-from memfs import sources, staging
-from memfs.project import Kind
-from memfs.sources import FileStat
-from memfs.staging import Place
+from memfs.disk import config as cfg
+from memfs.disk import sources, staging
+from memfs.disk.sources import FileStat
+from memfs.disk.staging import Place
+from memfs.view.project import Kind
 
 FILES_AT = "/mnt/memfs/-home-a-my-proj-v2"
 

@@ -25,13 +25,14 @@ import pytest
 from fakes import FakeContext, FakeToken, fake_readdir_reply
 from helpers import CLAUDE_SLUG, PI_SLUG, FakeHome, at, fake_home, write
 
-from memfs import config as cfg
-from memfs import fs, procs
-from memfs import project as project_module
-from memfs.fs import HERE_INODE, ROOT_INODE, STATUS_XATTR, MemFS
-from memfs.project import Project, history_stamp
-from memfs.slug import canonical_slug, claude_slug
-from memfs.sources import NAME_MAX, STAGE_PREFIX
+from memfs.adapter import fs
+from memfs.adapter.fs import HERE_INODE, ROOT_INODE, STATUS_XATTR, MemFS
+from memfs.disk import config as cfg
+from memfs.disk import procs
+from memfs.disk.sources import NAME_MAX, STAGE_PREFIX
+from memfs.rules.slug import canonical_slug, claude_slug
+from memfs.view import project as project_module
+from memfs.view.project import Project, history_stamp
 
 CTX = FakeContext()
 

@@ -1,6 +1,6 @@
 """Tier 2: a seeded model-based stress test of the adapter against SPEC 5 and 7.
 
-Each seed drives thousands of random operations through the handlers of `memfs.fs.MemFS`
+Each seed drives thousands of random operations through the handlers of `memfs.adapter.fs.MemFS`
 (create, open, write, truncate, read, flush, close, rename, unlink, mkdir, rmdir, setattr,
 forget, and now and then a remount), interleaved with changes made directly on disk, in the
 own source and in the read-only ones, which reach memfs through the real inotify `Watcher`
@@ -48,12 +48,12 @@ import trio
 from fakes import FakeContext, FakeToken, SetattrFields, fake_readdir_reply
 from helpers import CLAUDE_SLUG, PI_SLUG, FakeHome, at, fake_home
 
-from memfs import config as cfg
-from memfs import fs
-from memfs.fs import ROOT_INODE, MemFS
-from memfs.project import history_stamp
-from memfs.sources import STAGE_PREFIX
-from memfs.watch import Watcher
+from memfs.adapter import fs
+from memfs.adapter.fs import ROOT_INODE, MemFS
+from memfs.adapter.watch import Watcher
+from memfs.disk import config as cfg
+from memfs.disk.sources import STAGE_PREFIX
+from memfs.view.project import history_stamp
 
 T = TypeVar("T")
 

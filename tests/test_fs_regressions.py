@@ -19,8 +19,8 @@ from test_fs import (
     walk,
 )
 
-from memfs.fs import HERE_INODE
-from memfs.sources import STAGE_PREFIX
+from memfs.adapter.fs import HERE_INODE
+from memfs.disk.sources import STAGE_PREFIX
 
 
 async def test_a_reader_opening_a_file_being_written_commits_no_part(sample: Sample) -> None:

@@ -1,6 +1,6 @@
 """Tier 2: every write handler of the adapter, awaited directly (SPEC 7, 7.3, 7.4, 7.6).
 
-No mount and no kernel: the handlers of `memfs.fs.MemFS` are awaited with a stand-in request
+No mount and no kernel: the handlers of `memfs.adapter.fs.MemFS` are awaited with a stand-in request
 context on the sample home of test_fs.py (own source ``claude``; ``work`` and ``pi``
 read-only). Each test checks the result twice: on disk (the own source holds exactly what
 was asked, the read-only sources are byte-identical to their fingerprint) and through the
@@ -50,10 +50,10 @@ from test_fs import (
     stage_leftovers,
 )
 
-from memfs import config as cfg
-from memfs import staging
-from memfs.fs import ROOT_INODE, MemFS
-from memfs.project import history_stamp
+from memfs.adapter.fs import ROOT_INODE, MemFS
+from memfs.disk import config as cfg
+from memfs.disk import staging
+from memfs.view.project import history_stamp
 
 T = TypeVar("T")
 

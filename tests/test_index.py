@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memfs.index import link_target, union_index
+from memfs.rules.index import link_target, union_index
 
 
 @pytest.mark.parametrize(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memfs.inodes import Inodes
+from memfs.adapter.inodes import Inodes
 
 
 def numbered(*paths: str) -> tuple[Inodes, dict[str, int]]:

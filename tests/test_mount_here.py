@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from mounting import MOUNT_MARKS, Mounts, Sandbox
 
-from memfs.slug import claude_slug
+from memfs.rules.slug import claude_slug
 
 pytestmark = MOUNT_MARKS
 

@@ -58,7 +58,7 @@ from mounting import (
     wait_until,
 )
 
-from memfs.service import UNIT_NAME, install, memfs_command
+from memfs.app.service import UNIT_NAME, install, memfs_command
 
 pytestmark = MOUNT_MARKS
 
@@ -593,16 +593,16 @@ def test_sigkilled_daemon_leaves_enotconn(sandbox: Sandbox, mounts: Mounts) -> N
 
 CRASH_AFTER_READY = """\
 import sys
-import memfs.mount
-from memfs.cli import main
+import memfs.app.mount
+from memfs.app.cli import main
 
-announce = memfs.mount._announce_ready
+announce = memfs.app.mount._announce_ready
 
 async def crash_after_ready(ops, mountpoint):
     await announce(ops, mountpoint)
     raise RuntimeError("injected crash after READY=1")
 
-memfs.mount._announce_ready = crash_after_ready
+memfs.app.mount._announce_ready = crash_after_ready
 raise SystemExit(main(sys.argv[1:]))
 """
 
@@ -1004,17 +1004,17 @@ def test_background_mount_from_a_folder_holding_an_empty_memfs_folder(
 WRITE_DURING_MOUNT = """\
 import sys
 from pathlib import Path
-import memfs.mount
-from memfs.cli import main
+import memfs.app.mount
+from memfs.app.cli import main
 
-real_init = memfs.mount.pyfuse3.init
+real_init = memfs.app.mount.pyfuse3.init
 
 def init_after_a_write(ops, mountpoint, options):
     # An agent's write that lands in the moment the bare folder is writable for the mount.
     (Path(mountpoint) / "raced.md").write_text("written while mounting\\n")
     real_init(ops, mountpoint, options)
 
-memfs.mount.pyfuse3.init = init_after_a_write
+memfs.app.mount.pyfuse3.init = init_after_a_write
 raise SystemExit(main(sys.argv[1:]))
 """
 

@@ -178,10 +178,10 @@ def test_sigterm_sends_stopping_once(sandbox: Sandbox, mounts: Mounts) -> None:
 
 PAUSE_AFTER_MOUNT = """\
 import os, sys, time
-import memfs.mount
-from memfs.cli import main
+import memfs.app.mount
+from memfs.app.cli import main
 
-real_watcher = memfs.mount.Watcher
+real_watcher = memfs.app.mount.Watcher
 marker, go = sys.argv[1], sys.argv[2]
 
 def slow_watcher(*args, **kwargs):
@@ -195,7 +195,7 @@ def slow_watcher(*args, **kwargs):
         time.sleep(0.01)
     return real_watcher(*args, **kwargs)
 
-memfs.mount.Watcher = slow_watcher
+memfs.app.mount.Watcher = slow_watcher
 raise SystemExit(main(sys.argv[3:]))
 """
 

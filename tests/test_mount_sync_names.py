@@ -15,7 +15,7 @@ from pathlib import Path
 
 from mounting import MOUNT_MARKS, Mounts, Sandbox, errno_of, set_age, slug_of, wait_until
 
-from memfs.project import history_stamp
+from memfs.view.project import history_stamp
 
 pytestmark = MOUNT_MARKS
 

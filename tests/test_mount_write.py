@@ -40,7 +40,7 @@ from mounting import (
     wait_until,
 )
 
-from memfs.project import history_stamp
+from memfs.view.project import history_stamp
 
 pytestmark = MOUNT_MARKS
 

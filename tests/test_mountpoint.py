@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 from helpers import CLAUDE_SLUG, FakeHome, fake_home
 
-from memfs import config as cfg
-from memfs import mount
-from memfs import mountpoint as bare
-from memfs.slug import project_slug
+from memfs.app import mount
+from memfs.app import mountpoint as bare
+from memfs.disk import config as cfg
+from memfs.rules.slug import project_slug
 
 
 def mode(path: Path) -> int:

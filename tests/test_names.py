@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from helpers import CLAUDE_SLUG, fake_home
 
-from memfs import names
-from memfs.catalog import Catalog
+from memfs.rules import names
+from memfs.view.catalog import Catalog
 
 # key -> (names the rule leaves out, look-alikes no rule may touch). Folder-only rules are
 # checked as folders, the others as files.

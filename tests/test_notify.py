@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from memfs.notify import READY, STOPPING, notify, socket_address
+from memfs.app.notify import READY, STOPPING, notify, socket_address
 
 
 @pytest.fixture(autouse=True)
@@ -88,7 +88,7 @@ def test_a_failed_send_is_logged_not_raised(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     missing = str(tmp_path / "gone.sock")
-    with caplog.at_level(logging.WARNING, logger="memfs.notify"):
+    with caplog.at_level(logging.WARNING, logger="memfs.app.notify"):
         assert notify(READY, {"NOTIFY_SOCKET": missing}) is False
     assert missing in caplog.text
 
@@ -99,13 +99,13 @@ def test_a_socket_of_the_wrong_type_is_logged_not_raised(
     path = tmp_path / "stream.sock"
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as stream:
         stream.bind(str(path))
-        with caplog.at_level(logging.WARNING, logger="memfs.notify"):
+        with caplog.at_level(logging.WARNING, logger="memfs.app.notify"):
             assert notify(READY, {"NOTIFY_SOCKET": str(path)}) is False
     assert "failed" in caplog.text
 
 
 def test_a_relative_notify_socket_is_refused(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="memfs.notify"):
+    with caplog.at_level(logging.WARNING, logger="memfs.app.notify"):
         assert notify(READY, {"NOTIFY_SOCKET": "relative.sock"}) is False
     assert "relative.sock" in caplog.text
 

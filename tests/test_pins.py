@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from memfs.pins import Pins
+from memfs.disk.pins import Pins
 
 
 def _stat(path: Path) -> tuple[int, int]:

@@ -13,9 +13,9 @@ from helpers import FakeHome, at, fake_home, load_project, write
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memfs import preamble as preamble_mod
-from memfs.config import Config, PreambleSettings
-from memfs.preamble import (
+from memfs.disk.config import Config, PreambleSettings
+from memfs.rules import preamble as preamble_mod
+from memfs.rules.preamble import (
     Doc,
     IndexEntry,
     MemoryOverLimit,
@@ -34,7 +34,7 @@ from memfs.preamble import (
     utc_minute,
     water_fill,
 )
-from memfs.project import HISTORY, Kind, empty_preamble, history_stamp
+from memfs.view.project import HISTORY, Kind, empty_preamble, history_stamp
 
 PROPS = settings(deadline=None, max_examples=300, database=None)
 

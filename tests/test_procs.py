@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from memfs import procs
-from memfs.mount import busy_message
+from memfs.app.mount import busy_message
+from memfs.disk import procs
 
 
 @pytest.fixture

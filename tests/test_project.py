@@ -25,10 +25,10 @@ from helpers import (
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memfs.config import Config, PreambleSettings, SourceSpec
-from memfs.project import HISTORY, Kind, Leaf, Origin, Project, history_stamp
-from memfs.sources import FileStat
-from memfs.tree import ancestors
+from memfs.disk.config import Config, PreambleSettings, SourceSpec
+from memfs.disk.sources import FileStat
+from memfs.rules.tree import ancestors
+from memfs.view.project import HISTORY, Kind, Leaf, Origin, Project, history_stamp
 
 PROPS = settings(deadline=None, max_examples=100, database=None)
 FILES_AT = "/mnt/memfs/-home-a-my-proj-v2"
@@ -780,7 +780,7 @@ def test_a_memory_conflict_copy_joins_the_union(fh: FakeHome) -> None:
 def test_looks_at_vanished_paths_are_forgotten_in_time(fh: FakeHome) -> None:
     # Every temp name a writer used is looked at twice (made, renamed away): the record of
     # those looks must not grow for ever (the soak's RSS), nor forget a live path's.
-    from memfs import project as project_mod
+    from memfs.view import project as project_mod
 
     write(fh.memory(".claude") / "kept.md", "kept", at(1))
     project = load_project(fh.config())
@@ -844,7 +844,7 @@ def test_bodies_read_ahead_leave_the_renderings_nothing_to_read(
     # SPEC 7a: the watcher reads what the next PREAMBLE.md and MEMORY.md need in a worker
     # (bodies_wanted, read_bodies, keep_bodies); the renderings, on the request thread,
     # then read nothing, and are byte for byte what reading the disk gives.
-    from memfs import project as project_mod
+    from memfs.view import project as project_mod
 
     own, work, pi = fh.memory(".claude"), fh.memory(".claude-work"), fh.pi()
     write(own / "MEMORY.md", "- [a](a.md)\n", at(1))

@@ -7,7 +7,8 @@ import re
 import tomllib
 from pathlib import Path
 
-from memfs import cli, config
+from memfs.app import cli
+from memfs.disk import config
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

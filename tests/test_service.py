@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from memfs import service
-from memfs.service import (
+from memfs.app import service
+from memfs.app.service import (
     PLACEHOLDER_EXEC,
     UNIT_NAME,
     ServiceError,

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memfs.slug import canonical_slug, claude_slug, project_root, project_slug
+from memfs.rules.slug import canonical_slug, claude_slug, project_root, project_slug
 
 # Reference pairs computed with Claude Code's own rule, copied into the repository (from the
 # project's shared reference data) so that a clone with nothing beside it tests on its own.

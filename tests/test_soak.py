@@ -22,7 +22,7 @@ import pytest
 from bench import soak
 from mounting import Mount, Mounts, Sandbox, slug_of
 
-from memfs import preamble
+from memfs.rules import preamble
 
 SECONDS = float(os.environ.get("MEMFS_SOAK_SECONDS", "60"))
 # The harness's limits are for tests of a few seconds: this one soaks a minute, then checks.

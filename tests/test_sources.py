@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from helpers import CLAUDE_SLUG, PI_SLUG, at, errno_of, fake_home, write
 
-from memfs import sources
-from memfs.sources import STAGE_PREFIX, FileStat
+from memfs.disk import sources
+from memfs.disk.sources import STAGE_PREFIX, FileStat
 
 MAX = 1000
 # A symlink met on the way to a file: O_NOFOLLOW|O_DIRECTORY gives one of these.

@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 from helpers import CLAUDE_SLUG, at, errno_of, set_mtime, write
 
-from memfs import sources, staging, watch
-from memfs.project import history_stamp
-from memfs.sources import STAGE_PREFIX
-from memfs.staging import Keep, Place, Stage
+from memfs.adapter import watch
+from memfs.disk import sources, staging
+from memfs.disk.sources import STAGE_PREFIX
+from memfs.disk.staging import Keep, Place, Stage
+from memfs.view.project import history_stamp
 
 # A symlink met where a folder should be: O_NOFOLLOW|O_DIRECTORY gives one of these.
 REFUSED = (errno.ELOOP, errno.ENOTDIR)

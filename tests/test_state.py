@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from helpers import CLAUDE_SLUG, at, fake_home, write
 
-from memfs import adopt, state
+from memfs.disk import state
+from memfs.view import adopt
 
 UMASKS = [0o022, 0o000, 0o077]
 

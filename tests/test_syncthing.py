@@ -39,7 +39,7 @@ from typing import Any
 import pytest
 from mounting import ENV_DROPPED, Mount, Sandbox, SourceDef, require_fuse, slug_of, wait_until
 
-from memfs import names
+from memfs.rules import names
 
 pytestmark = [pytest.mark.mount, pytest.mark.timeout(90)]
 

@@ -12,7 +12,7 @@ from collections import Counter
 
 import pytest
 
-from memfs.tree import ROOT, Tree, ancestors, parent_of
+from memfs.rules.tree import ROOT, Tree, ancestors, parent_of
 
 
 def names(tree: Tree[int] | Tree[str], path: str) -> list[str] | None:

@@ -18,11 +18,7 @@ import pytest
 import trio
 from helpers import eventually
 
-from memfs import config as cfg
-from memfs import sources, staging
-from memfs.catalog import Catalog
-from memfs.project import MEMORY, Project
-from memfs.watch import (
+from memfs.adapter.watch import (
     IN_CREATE,
     IN_DELETE,
     RARE_FULL,
@@ -30,6 +26,10 @@ from memfs.watch import (
     Turns,
     Watcher,
 )
+from memfs.disk import config as cfg
+from memfs.disk import sources, staging
+from memfs.view.catalog import Catalog
+from memfs.view.project import MEMORY, Project
 
 SLUG = "-home-a-proj"
 

@@ -8,7 +8,7 @@ import pytest
 import trio
 from helpers import eventually
 
-from memfs.workers import Workers
+from memfs.adapter.workers import Workers
 
 
 async def test_a_call_runs_in_another_thread_and_returns_its_result() -> None:

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from helpers import CLAUDE_SLUG, FakeHome, at, fake_home, load_project, write
 
-from memfs import writes
-from memfs.catalog import Catalog
-from memfs.writes import RENAME_EXCHANGE, RENAME_NOREPLACE, Refused
+from memfs.view import writes
+from memfs.view.catalog import Catalog
+from memfs.view.writes import RENAME_EXCHANGE, RENAME_NOREPLACE, Refused
 
 
 @pytest.fixture

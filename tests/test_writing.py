@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from helpers import CLAUDE_SLUG, errno_of, fake_home
 
-from memfs import config as cfg
-from memfs.staging import Place, Stage
-from memfs.writes import Refused
-from memfs.writing import OpenFile
+from memfs.adapter.writing import OpenFile
+from memfs.disk import config as cfg
+from memfs.disk.staging import Place, Stage
+from memfs.view.writes import Refused
 
 
 @pytest.fixture

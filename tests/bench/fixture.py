@@ -19,7 +19,7 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from memfs.slug import claude_slug
+from memfs.rules.slug import claude_slug
 
 # 2026-01-01T00:00:00Z: every fixture file is dated before it, so none is "in the future"
 # (the preamble leaves those out) on any machine whose clock is sane.

@@ -1,0 +1,279 @@
+"""What stat shows of the view: pyfuse3 attributes of the root, projects, folders and files.
+
+Layer adapter: knows pyfuse3's EntryAttributes; reads the catalog, projects and open files,
+never changes them; called on the trio thread only. Its one disk access is
+`Project.folder_stat` (an fstatat of a real folder, which the kernel then keeps an hour).
+SPEC 4 (owner, real size and mtime), 7.6 (modes, st_nlink, atime).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import time
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyfuse3
+
+from memfs.adapter.inodes import HERE_KEY, ROOT_KEY, Key
+from memfs.adapter.writing import OpenFiles
+from memfs.disk import sources
+from memfs.disk.config import Config
+from memfs.rules.history import in_history
+from memfs.view.catalog import Catalog, is_project_name
+from memfs.view.project import PREAMBLE, Kind, Leaf, Origin, Project
+
+CACHE_TIMEOUT = 3600.0  # long kernel caching, kept true by invalidation (FUSE-NOTES)
+
+
+class Shown:
+    """Builds the attributes memfs answers lookups, getattr and readdir with."""
+
+    def __init__(
+        self,
+        config: Config,
+        catalog: Catalog,
+        files: OpenFiles,
+        preamble_size: Callable[[int, Project], int],
+        uid: int,
+        gid: int,
+    ) -> None:
+        self.config = config
+        self.catalog = catalog
+        self.files = files
+        self.preamble_size = preamble_size  # (inode, project) -> the rendering's size
+        self.uid, self.gid = uid, gid
+        self.started_ns = time.time_ns()
+
+    def as_seen_by(
+        self, attrs: pyfuse3.EntryAttributes, pid: int, *, older_cached: Callable[[], bool]
+    ) -> pyfuse3.EntryAttributes:
+        """The size caller ``pid`` must see, where the kernel's one size per inode cannot
+        serve every caller alike; the kernel then keeps none and asks again each time.
+
+        - While a file is being written, its writer sees its own size, everyone else the
+          committed file's (SPEC 7.1). The writer is the thread that opened it (FUSE names
+          the calling thread), so the writer's size reaches as few callers as possible.
+        - While an open reads an older version through the page cache (``older_cached()``,
+          asked only when no writer is; kernel.py), every caller sees that version's size,
+          so its reads are not cut at the new one's (opens of the newer one read past the
+          cache, whole, whatever size they were told).
+        """
+        ino = attrs.st_ino
+        if self.files.has_writers(ino):
+            size = self.files.own_size(ino, pid)
+        elif older_cached():
+            size = self.files.cached_size(ino)
+        else:
+            return attrs
+        if size is not None:
+            attrs.st_size = size
+            attrs.st_blocks = (size + 511) // 512
+        # The name keeps its inode: the kernel may keep the entry (a rename of a temp file
+        # then needs no lookup), only not the attributes.
+        attrs.attr_timeout = 0
+        return attrs
+
+    def of(self, ino: int, key: Key, project: Project | None) -> pyfuse3.EntryAttributes:
+        """``key``'s attributes; ``project`` is its project, loaded (None at the root)."""
+        slug, path = key
+        if key == ROOT_KEY:
+            return self.folder(ino, 0o755, self.started_ns, 2 + len(self.catalog.slugs()))
+        if key == HERE_KEY:
+            return self.entry(ino, stat.S_IFLNK | 0o777, 0, self.started_ns, timeout=0.0)
+        if not path:
+            if not self.catalog.has(slug) and not is_project_name(slug):
+                raise pyfuse3.FUSEError(errno.ENOENT)
+            loaded = self.catalog.loaded().get(slug)
+            subdirs = loaded.tree.subdirs("") if loaded is not None else 0
+            return self.folder(ino, self.dir_mode(), self.started_ns, 2 + subdirs)
+        assert project is not None
+        leaf = project.tree.leaf(path)
+        if leaf is None:
+            return self._not_a_file(ino, key, project)
+        mtime = project.mtime_ns(leaf)
+        if leaf.kind is Kind.PREAMBLE:
+            size = self.preamble_size(ino, project)
+            # It changes by itself when a future-dated file comes due: the kernel may keep
+            # the entry only until then.
+            due = (project.preamble_valid_until() - time.time_ns()) / 1e9
+            timeout = max(0.0, min(CACHE_TIMEOUT, due))
+            return self.entry(ino, stat.S_IFREG | 0o444, size, mtime, timeout)
+        assert leaf.version is not None
+        size = leaf.version.size if leaf.kind is not Kind.MEMORY else len(project.memory_index())
+        atime = leaf.version.atime_ns if leaf.kind is Kind.FILE else 0
+        return self.entry(ino, stat.S_IFREG | self.file_mode(leaf), size, mtime, atime_ns=atime)
+
+    def _not_a_file(self, ino: int, key: Key, project: Project) -> pyfuse3.EntryAttributes:
+        """A name that holds no head: a file being created, a folder, or a left-out file."""
+        path = key[1]
+        pending = self.files.pending(key)
+        if pending is not None and pending.stage is not None:
+            # Nothing committed yet: an empty file to all but its writer (_as_seen_by).
+            return self.entry(ino, stat.S_IFREG | pending.stage.mode, 0, time.time_ns())
+        if not project.tree.is_dir(path):
+            return self._left_out(ino, key, project)
+        nlink = 2 + project.tree.subdirs(path)
+        if in_history(path):
+            return self.folder(ino, 0o555, self.started_ns, nlink)
+        found = project.folder_stat(path)
+        if found is None:  # a folder only the merge makes: no real one to show
+            return self.folder(ino, self.dir_mode(), self.started_ns, nlink)
+        mode = found.mode if self.config.own is not None else found.mode & ~0o222
+        attrs = self.folder(ino, mode, found.mtime_ns, nlink)
+        attrs.st_atime_ns = found.atime_ns or found.mtime_ns
+        return attrs
+
+    def _left_out(self, ino: int, key: Key, project: Project) -> pyfuse3.EntryAttributes:
+        """A file of the own source the view leaves out (over the size cap, SPEC 5.1): not
+        listed, not readable, but it may be looked up by name so that it can be unlinked
+        and its folder removed (SPEC 7.6). The kernel keeps no entry of it."""
+        own, place = self.config.own_index, self.catalog.own_place(project.slug)
+        i = None
+        if own is not None and place is not None:
+            i = project.origin_index(Origin(own, place.root, place.parts))
+        if i is None or project.left_out_in(i, key[1]) is None:
+            raise pyfuse3.FUSEError(errno.ENOENT)
+        return self.entry(ino, stat.S_IFREG, 0, self.started_ns, timeout=0.0)
+
+    def detached(self, ino: int) -> pyfuse3.EntryAttributes:
+        """A file unlinked or replaced while open: what its descriptors see (SPEC 7.6)."""
+        f = next((o for o in self.files.of_inode(ino) if o.stage is not None), None)
+        f = f or next(iter(self.files.of_inode(ino)), None)
+        if f is None:
+            raise pyfuse3.FUSEError(errno.ENOENT)
+        mode = f.stage.mode if f.stage is not None else 0o644
+        if f.version is not None and f.stage is None:
+            mode = f.version.mode
+        attrs = self.entry(ino, stat.S_IFREG | mode, f.size(), time.time_ns(), timeout=0.0)
+        attrs.st_nlink = 0
+        return attrs
+
+    def dir_mode(self) -> int:
+        return 0o755 if self.config.own is not None else 0o555
+
+    def file_mode(self, leaf: Leaf) -> int:
+        """A head shows its real permission bits (a chmod through the mount shows);
+        what memfs serves read-only shows no write bit."""
+        writable = self.config.own is not None
+        if leaf.kind is Kind.FILE and leaf.version is not None:
+            return leaf.version.mode if writable else leaf.version.mode & ~0o222
+        if leaf.kind is Kind.MEMORY and writable:
+            return 0o644
+        return 0o444
+
+    def folder(self, ino: int, mode: int, mtime_ns: int, nlink: int) -> pyfuse3.EntryAttributes:
+        e = self.entry(ino, stat.S_IFDIR | mode, 0, mtime_ns)
+        e.st_nlink = nlink  # 2 plus its subfolders, as on a local filesystem (SPEC 7.6)
+        return e
+
+    def entry(
+        self,
+        ino: int,
+        mode: int,
+        size: int,
+        mtime_ns: int,
+        timeout: float = CACHE_TIMEOUT,
+        atime_ns: int = 0,
+    ) -> pyfuse3.EntryAttributes:
+        e = pyfuse3.EntryAttributes()
+        e.st_ino = ino
+        e.generation = 0
+        e.entry_timeout = timeout
+        e.attr_timeout = timeout
+        e.st_mode = mode
+        e.st_nlink = 1
+        e.st_uid = self.uid
+        e.st_gid = self.gid
+        e.st_rdev = 0
+        e.st_size = size
+        e.st_blksize = 4096
+        e.st_blocks = (size + 511) // 512
+        e.st_mtime_ns = e.st_ctime_ns = mtime_ns
+        e.st_atime_ns = atime_ns or mtime_ns
+        return e
+
+
+@dataclass(frozen=True)
+class Listing:
+    """A folder's entries as one opendir saw them: (name, key, attributes). Attributes are
+    kept only while nothing they depend on changed (their ``st_ino`` is set by readdir: a
+    name takes a number only when it is listed): the project's generation and the
+    inode numbers' epoch are ``stamp``; None marks an entry computed at each readdir
+    (PREAMBLE.md, a file being created, every entry of the root)."""
+
+    stamp: tuple[int, int]
+    entries: list[tuple[bytes, Key, pyfuse3.EntryAttributes | None]]
+    volatile: frozenset[Key] = frozenset()  # entries whose attributes are never kept
+    # PREAMBLE.md's entry as readdir last made it, with the rendering it showed (at most
+    # one): while the stamp holds and the project renders that very bytes object, its
+    # inode number and size are the same (renderings.py), and readdir reuses it.
+    preamble: list[tuple[bytes, pyfuse3.EntryAttributes]] = field(default_factory=list)
+
+    def holds(self, project: Project, epoch: int) -> bool:
+        """Whether its kept attributes still hold for ``project`` and the inode epoch."""
+        return self.stamp == (project.generation, epoch)
+
+    def keep(self, pos: int, attrs: pyfuse3.EntryAttributes) -> None:
+        """readdir computed entry ``pos``'s attributes while the stamp holds: the next
+        listing reuses them (PREAMBLE.md's and a file being created's are not kept)."""
+        name, key, _ = self.entries[pos]
+        if key not in self.volatile:
+            self.entries[pos] = (name, key, attrs)
+
+
+class Listings:
+    """Project folders' listings with their entries' attributes, kept per folder until the
+    project or the inode numbers change: a warm `ls` costs no attribute building. Called on
+    the trio thread only."""
+
+    def __init__(self, shown: Shown) -> None:
+        self.shown = shown
+        self._kept: dict[Key, Listing] = {}  # folder -> its listing at its stamp
+
+    def of(
+        self, project: Project, path: str, pending: Collection[str], epoch: int
+    ) -> Listing | None:
+        """The listing of folder ``path`` of ``project``, with the names being created
+        there (``pending``); None if it is not a folder."""
+        folder = (project.slug, path)
+        stamp = (project.generation, epoch)
+        kept = self._kept.get(folder)
+        if kept is not None and kept.holds(project, epoch) and not pending:
+            return kept
+        children = project.tree.children(path)
+        if children is None:
+            return None
+        # Names only: the attributes are built by readdir, a reply's worth at a time, and
+        # kept here for the next listing. Built all at once, a first `ls` of 10,000 files
+        # held the request thread over 100 ms (SPEC 7a).
+        prefix = f"{path}/" if path else ""
+        slug = project.slug
+        entries: list[tuple[bytes, Key, pyfuse3.EntryAttributes | None]] = [
+            (os.fsencode(name), (slug, prefix + name), None)
+            for name in sorted({*children, *pending})
+        ]
+        volatile = frozenset({(slug, PREAMBLE), *((slug, prefix + n) for n in pending)})
+        listing = Listing(stamp, entries, volatile)
+        if not pending:
+            self._kept[folder] = listing
+        return listing
+
+
+def statvfs_of(root: Path) -> pyfuse3.StatvfsData:
+    """statfs of the mount: the own source's filesystem (blocking: run in a worker)."""
+    try:
+        st = os.statvfs(root)
+    except OSError:
+        st = os.statvfs("/")
+    data = pyfuse3.StatvfsData()
+    for attr in ("f_bsize", "f_frsize", "f_blocks", "f_bfree", "f_bavail"):
+        setattr(data, attr, getattr(st, attr))
+    data.f_files = st.f_files
+    data.f_ffree = st.f_ffree
+    data.f_favail = st.f_favail
+    data.f_namemax = sources.NAME_MAX
+    return data

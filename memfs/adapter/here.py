@@ -1,0 +1,50 @@
+"""`here`: the project of the process that looks (SPEC 4).
+
+Layer adapter (trio, no pyfuse3): the caller's working folder from /proc, up to its git work
+tree, a linked worktree mapped to its main checkout (slug.py). The walk up reads the disk,
+so it runs in a worker thread; answers are kept two seconds per folder, since a `git init`
+or a new worktree changes them.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from memfs.adapter import workers
+from memfs.adapter.inodes import HERE
+from memfs.disk import procs
+from memfs.rules import slug as slugs
+
+KEEP_SECONDS = 2.0
+KEEP_AT_MOST = 1024
+
+
+class Here:
+    def __init__(self, mountpoint: Path) -> None:
+        self.mount = str(mountpoint)
+        self._cache: dict[str, tuple[float, str]] = {}  # cwd -> (expiry, slug)
+
+    async def slug(self, pid: int) -> str | None:
+        """The slug ``pid``'s `here` names; None when it has no working folder."""
+        cwd = procs.cwd(pid)
+        if cwd is None:
+            return None
+        if cwd == self.mount:
+            # At the mount's root: a tool walking a path down to `here` (`mkdir -p`) stands
+            # there for a moment; its user's folder is the one its shell started it in.
+            cwd = procs.shell_folder(pid) or cwd
+        if cwd == self.mount or cwd.startswith(self.mount + "/"):
+            # Inside the mount itself: walking up for .git would call back into this very
+            # process and deadlock; the project is the first component.
+            first = cwd[len(self.mount) + 1 :].split("/", 1)[0]
+            return first if first and first != HERE else None
+        now = time.monotonic()
+        cached = self._cache.get(cwd)
+        if cached is not None and cached[0] > now:
+            return cached[1]
+        found = await workers.run(slugs.project_slug, cwd)
+        if len(self._cache) >= KEEP_AT_MOST:
+            self._cache.clear()
+        self._cache[cwd] = (now + KEEP_SECONDS, found)
+        return found

@@ -1,0 +1,260 @@
+"""What the kernel holds of the view, and telling it what to forget (SPEC 5.4, 7.1).
+
+Layer adapter: knows pyfuse3 and trio. The one place that decides how an open is served, so
+that no read ever combines two versions:
+
+* Every open reads one version, fixed when it opened (the handle holds that version's
+  descriptor, or its bytes for a synthetic file); its *token* names that version.
+* The kernel's page cache of an inode may hold pages of one version only: the *cached*
+  token. An open is served through the page cache only when nothing the kernel holds of
+  the inode can be older than the open's version: no invalidation of it is still queued,
+  and the cache holds this very version or nothing (``keep_cache``). If it may hold
+  another, the open is served with direct I/O, and once nobody reads that other version
+  the kernel is told to drop it; the next open then finds the cache clean.
+* The size: the kernel keeps one size per inode, set by whoever stats it, and caps page
+  cache reads with it. While an open reads an older version through the page cache, every
+  caller is told that version's size and the kernel keeps it no longer than one request
+  (fs.py, ``_as_seen_by``); opens of the newer version are served with direct I/O, which
+  that size does not cap.
+* Otherwise the open is served with direct I/O: every read comes from the handle's own
+  version, and direct reads are not capped by a size the kernel may hold from an older
+  version.
+* A change queues its invalidations at once (the view first, then the queue), so an open
+  after a commit returns or after memfs saw a change on disk already takes the direct path
+  until the kernel has forgotten the old version.
+* No read ever fails because a file changed: a handle reads its version's descriptor, and
+  a file rewritten in place on disk (a `touch`, an append, a rewrite) is read as the disk
+  shows it, as a local reader would, until the watcher's invalidation reaches the kernel.
+  Every open checks its descriptor with an fstat against the version the view reports
+  (`pins.py`): one that does not match is served with direct I/O, past the page cache.
+
+Invalidations are sent by `Kernel.run`, a task of its own, from a worker thread: a notify
+sent inside a handler can deadlock the mount (FUSE-NOTES).
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import math
+import os
+from collections import Counter
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+
+import pyfuse3
+import trio
+
+from memfs.adapter import workers
+from memfs.adapter.inodes import ROOT_INODE, Key
+from memfs.rules.tree import parent_of
+from memfs.view.project import MEMORY, PREAMBLE, Kind, Leaf, Project
+
+log = logging.getLogger(__name__)
+
+Token = Hashable  # names one version of a file's bytes
+
+
+def token_of(project: Project | None, path: str) -> Token:
+    """What names the version ``path`` of ``project`` shows now; None for no file."""
+    if project is None or not path:
+        return None
+    leaf = project.tree.leaf(path)
+    return None if leaf is None else token_of_leaf(project, leaf)
+
+
+def token_of_leaf(project: Project, leaf: Leaf) -> Token:
+    """`token_of` for the leaf a caller holds already (an open: no second lookup)."""
+    if leaf.version is None:
+        return None
+    if leaf.kind is Kind.MEMORY:
+        data = project.memory_index()
+        return ("memory", len(data), hash(data))
+    v = leaf.version
+    return (v.origin, v.path, v.size, v.mtime_ns)
+
+
+@dataclass(eq=False, slots=True)
+class _Cached:
+    token: Token
+    readers: int = 0  # opens served through the page cache that are still open
+
+
+class Kernel:
+    """The page-cache rule above, and the queue of invalidations."""
+
+    def __init__(self) -> None:
+        self._send, self._receive = trio.open_memory_channel[tuple[str, int, bytes]](math.inf)
+        self.enabled = True  # off in adapter tests, where no kernel is attached
+        self._queued: Counter[int] = Counter()  # inode -> invalidations queued, not sent
+        self._cached: dict[int, _Cached] = {}
+        self._writers_coming: Counter[int] = Counter()  # inode -> O_TRUNC opens waiting
+        self._drained: dict[int, trio.Event] = {}  # inode -> set when its readers are gone
+        self.sent = 0
+        self.errors = 0
+
+    # --- serving an open ------------------------------------------------------------
+
+    def open(self, ino: int, token: Token) -> bool | None:
+        """How to serve an open of ``ino`` reading version ``token``: True through the
+        page cache, its pages kept; None with direct I/O. Pair True with `closed`."""
+        if self._queued.get(ino) or self._writers_coming.get(ino):
+            return None
+        cached = self._cached.get(ino)
+        if cached is None:
+            # Nothing of it is cached: pages were never read since the mount, or the last
+            # invalidation dropped them and nobody has read since.
+            self._cached[ino] = _Cached(token, 1)
+            return True
+        if cached.token == token:
+            cached.readers += 1
+            return True
+        # Pages or a size of another version may be held: this open reads past them, and
+        # if nobody reads that version any more the kernel is told to drop them, so the
+        # next open finds the cache clean.
+        if not cached.readers:
+            self.inode(ino)
+        return None
+
+    def _drop(self, ino: int) -> None:
+        self._cached.pop(ino, None)
+
+    def holds_other(self, ino: int, token: Token) -> bool:
+        """Whether an open reading another version than ``token`` uses the page cache."""
+        cached = self._cached.get(ino)
+        return cached is not None and cached.readers > 0 and cached.token != token
+
+    def closed(self, ino: int) -> None:
+        """An open that `open` let use the page cache was released."""
+        cached = self._cached.get(ino)
+        if cached is not None and cached.readers:
+            cached.readers -= 1
+            if not cached.readers and ino in self._drained:
+                self._drained.pop(ino).set()
+
+    async def truncating(self, ino: int, patience: float) -> None:
+        """An open with O_TRUNC is about to let the kernel set the inode's size to 0 for
+        everyone (atomic_o_trunc): let the opens reading through the page cache finish
+        first (at most ``patience`` seconds), and send every new one past it meanwhile,
+        so that no reader's read is cut at 0. Pair with `truncated`."""
+        self._writers_coming[ino] += 1
+        cached = self._cached.get(ino)
+        if cached is None or not cached.readers:
+            return
+        drained = self._drained.setdefault(ino, trio.Event())
+        with trio.move_on_after(patience):
+            await drained.wait()
+
+    def truncated(self, ino: int) -> None:
+        left = self._writers_coming[ino] - 1
+        if left > 0:
+            self._writers_coming[ino] = left
+        else:
+            del self._writers_coming[ino]
+
+    def forgotten(self, ino: int) -> None:
+        """The kernel dropped the inode: nothing of it is cached any more."""
+        self._drop(ino)
+
+    # --- invalidations --------------------------------------------------------------
+
+    def entry(self, parent: int, name: str) -> None:
+        """The kernel must look ``name`` up again in folder ``parent``."""
+        if self.enabled:
+            self._send.send_nowait(("entry", parent, os.fsencode(name)))
+
+    def inode(self, ino: int) -> None:
+        """The kernel must forget ``ino``'s attributes and pages."""
+        if self.enabled:
+            self._queued[ino] += 1
+            self._send.send_nowait(("inode", ino, b""))
+
+    def name_gone(self, key: Key, known: Callable[[Key], int | None]) -> None:
+        """The kernel must drop its entry of ``key``, a name that is no more."""
+        folder, name = parent_of(key[1])
+        parent = known((key[0], folder))
+        if parent is not None:
+            self.entry(parent, name)
+
+    def publish(self, project: Project, known: Callable[[Key], int | None]) -> None:
+        """Queue what the kernel must forget of ``project``'s changed view paths;
+        ``known`` gives the inode number the kernel may hold for a path."""
+        changes = project.tree.changes
+        if not changes:
+            return
+        slug = project.slug
+        for path in changes:
+            # A name that is gone must leave the kernel's dentry cache. A name that still
+            # holds a file or folder keeps its dentry and inode number: forgetting the
+            # inode's attributes and pages is enough; a new name was never cached (ENOENT
+            # answers are not). That also spares the folder lock an entry invalidation
+            # takes, which writers in that folder hold while memfs answers them: were memfs
+            # killed then, the invalidating thread would wait for ever and keep the dead
+            # daemon's connection open.
+            if project.tree.leaf(path) is None and not project.tree.is_dir(path):
+                parent, name = parent_of(path)
+                parent_ino = known((slug, parent))
+                if parent_ino is not None:
+                    self.entry(parent_ino, name)
+            ino = known((slug, path))
+            if ino is not None:
+                self.inode(ino)
+        changes.clear()
+        # Derived files change with any of their inputs. PREAMBLE.md's inode never changes
+        # (renderings.py): the kernel looks the name up again and finds the new rendering.
+        memory = known((slug, MEMORY))
+        if memory is not None:
+            self.inode(memory)
+        folder = known((slug, ""))
+        if folder is not None and known((slug, PREAMBLE)) is not None:
+            self.entry(folder, PREAMBLE)
+
+    def publish_root(self, slug: str, known: Callable[[Key], int | None]) -> None:
+        """A project appeared, vanished or was loaded at the root."""
+        self.entry(ROOT_INODE, slug)
+        for ino in (known((slug, "")), ROOT_INODE):
+            if ino is not None:
+                self.inode(ino)
+
+    def drain(self) -> set[tuple[str, int, bytes]]:
+        """Take everything queued (the adapter tests read what a change queued)."""
+        batch = set()
+        while True:
+            try:
+                batch.add(self._receive.receive_nowait())
+            except trio.WouldBlock:
+                return batch
+
+    async def run(self) -> None:
+        async with self._receive:
+            async for first in self._receive:
+                batch = {first} | self.drain()
+                queued = Counter(ino for kind, ino, _ in batch if kind == "inode")
+                counts = {ino: self._queued[ino] for ino in queued}
+                # Abandoned on unmount: a notify stuck in the kernel must not hold up the exit.
+                await workers.run(self._send_batch, batch, abandon_on_cancel=True)
+                for ino, n in counts.items():
+                    # Sent: the kernel holds nothing older than what was queued by then.
+                    left = self._queued[ino] - n
+                    if left > 0:
+                        self._queued[ino] = left
+                    else:
+                        del self._queued[ino]
+                        cached = self._cached.get(ino)
+                        if cached is not None and not cached.readers:
+                            self._drop(ino)  # the kernel dropped those pages
+
+    def _send_batch(self, batch: set[tuple[str, int, bytes]]) -> None:
+        # Entries first: a dropped dentry makes the next walk look the name up again.
+        for kind, ino, name in sorted(batch, key=lambda b: b[0]):
+            try:
+                if kind == "entry":
+                    pyfuse3.invalidate_entry(ino, name)
+                else:
+                    pyfuse3.invalidate_inode(ino)
+                self.sent += 1
+            except OSError as exc:
+                # ENOENT: the kernel had no such entry or inode cached; nothing to forget.
+                if exc.errno != errno.ENOENT:
+                    self.errors += 1
+                    log.debug("invalidate %s %s %r: %s", kind, ino, name, exc)

@@ -1,0 +1,103 @@
+"""`memfs status`: what a running mount reports about itself (SPEC 8).
+
+Layer adapter: reads the adapter's state on the trio thread and returns plain JSON-ready
+data, which `fs.MemFS.getxattr` serves as the ``user.memfs.status`` xattr of the root and
+cli.py prints. Must not import pyfuse3 (cli.py reads the name of the xattr from here).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from memfs.adapter.fs import MemFS
+
+STATUS_XATTR = "user.memfs.status"
+# An xattr value holds at most 64 KiB (XATTR_SIZE_MAX): each list is cut to this many items,
+# and its full length is given beside it as ``<name>_count``.
+LISTED = 100
+
+
+@dataclass(slots=True)
+class Stats:
+    """The adapter's counters, as `memfs status` reports them."""
+
+    requests: Counter[str] = field(default_factory=Counter)  # by name; see `all_requests`
+    # The warm paths' requests, counted in plain fields: no call and no dict per request
+    # (issue 14: on a warm `cat` memfs's own work is a few statements a request).
+    open: int = 0
+    flush: int = 0
+    release: int = 0
+    opendir: int = 0
+    readdir: int = 0
+    releasedir: int = 0
+    commits: int = 0
+    stale_swept: bool = False  # the crash sweep of the own source has finished
+    stale_removed: int = 0
+
+    def all_requests(self) -> dict[str, int]:
+        found = dict(self.requests)
+        for name in WARM_REQUESTS:
+            if count := getattr(self, name):
+                found[name] = count
+        return found
+
+
+WARM_REQUESTS = ("open", "flush", "release", "opendir", "readdir", "releasedir")
+
+
+def report(ops: MemFS) -> dict[str, Any]:
+    found = _report(ops)
+    for name in ("left_out", "memory_over_limit", "stale_own_heads"):
+        items = found[name]
+        found[f"{name}_count"] = len(items)
+        found[name] = items[:LISTED]
+    return found
+
+
+def _report(ops: MemFS) -> dict[str, Any]:
+    projects = ops.catalog.loaded()
+    watcher = ops.watcher
+    return {
+        "mountpoint": str(ops.mountpoint),
+        "pid": os.getpid(),
+        "sources": [{"name": s.name, "path": s.template, "own": s.own} for s in ops.config.sources],
+        "projects_listed": len(ops.catalog.slugs()) if ops.catalog.listed else 0,
+        "projects_loaded": len(projects),
+        "files": sum(len(p.tree) for p in projects.values()),
+        "left_out": [
+            {"project": slug, "source": src, "path": path, "why": why}
+            for slug, p in projects.items()
+            for src, path, why in p.counts.left_out
+        ],
+        "requests": (requests := ops.stats.all_requests()),
+        "requests_total": sum(requests.values()),
+        "invalidations": ops.kernel.sent,
+        "invalidation_errors": ops.kernel.errors,
+        "commits": ops.stats.commits,
+        "loads": watcher.loads if watcher is not None else 0,
+        "watch_events": watcher.events if watcher is not None else 0,
+        # Folders inotify could not watch (its limit): changes in them show late.
+        "watch_failures": watcher.watch_failures if watcher is not None else 0,
+        # memfs's own renames (commits included), skipped: their plans read the names back.
+        "own_renames_skipped": watcher.inotify.own_renames if watcher is not None else 0,
+        "stale_swept": ops.stats.stale_swept,
+        "stale_removed": ops.stats.stale_removed,
+        "inodes": len(ops.inodes),
+        "open_handles": len(ops.files),
+        # Claude Code loads only the head of MEMORY.md (SPEC 1): whose merged index is
+        # longer, and whose own heads are older than another account's version.
+        "memory_over_limit": [
+            {"project": slug, "lines": o.lines, "bytes": o.size, "beyond": o.topics_beyond}
+            for slug, p in sorted(projects.items())
+            if (o := p.memory_over_limit()) is not None
+        ],
+        "stale_own_heads": [
+            {"project": slug, "path": path, "newer": newer}
+            for slug, p in sorted(projects.items())
+            for path, newer in p.stale_own_heads()
+        ],
+    }

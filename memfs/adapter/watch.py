@@ -1,0 +1,721 @@
+"""Loading projects and keeping them true to disk: first loads, inotify, changes (SPEC 5.4, 7a).
+
+Role: every read of a source folder while the mount serves goes through here, in a worker
+thread; the catalog and its projects are changed only on the trio thread, from what the
+worker found. Knows trio but not pyfuse3 (must not import pyfuse3): it tells
+the adapter through `Listener` which projects changed, and the adapter invalidates.
+
+Threading contract:
+- `load` builds a project in a worker thread (watch each folder, then scan it, until no
+  folder is new) and publishes it on the trio thread; one load per project, however many
+  requests wait for it. Every other request is answered meanwhile.
+- `run` reads inotify on the trio thread, decides what to stat or rescan there (memory
+  only), does that I/O in one worker call per batch, and absorbs the results on the trio
+  thread. Watches a worker adds are registered on the trio thread; their events that come
+  first are held back and replayed then.
+- Never rescans on a timer; only an inotify queue overflow rescans the loaded projects.
+- So that a worker's long Python loop does not hold up the request thread, which needs
+  the GIL at every request, `Turns` sets a short GIL switch interval and rarer full garbage
+  collections, once for the process (see `Turns` for the figures).
+
+Watched: each source's root (projects appearing or vanishing), every folder of every
+loaded project, and for a project folder whose memory folder does not exist yet, the
+nearest existing folder on the way to it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno
+import gc
+import logging
+import math
+import os
+import struct
+import sys
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+import trio
+
+from memfs.adapter import workers
+from memfs.disk import sources, state
+from memfs.view.catalog import Catalog
+from memfs.view.project import Origin, Project, read_bodies
+
+log = logging.getLogger(__name__)
+
+IN_MODIFY = 0x00000002
+IN_ATTRIB = 0x00000004
+IN_CLOSE_WRITE = 0x00000008
+IN_MOVED_FROM = 0x00000040
+IN_MOVED_TO = 0x00000080
+IN_CREATE = 0x00000100
+IN_DELETE = 0x00000200
+IN_DELETE_SELF = 0x00000400
+IN_MOVE_SELF = 0x00000800
+IN_Q_OVERFLOW = 0x00004000
+IN_IGNORED = 0x00008000
+IN_ONLYDIR = 0x01000000
+IN_DONT_FOLLOW = 0x02000000
+IN_EXCL_UNLINK = 0x04000000
+IN_MASK_ADD = 0x20000000
+IN_ISDIR = 0x40000000
+IN_NONBLOCK = os.O_NONBLOCK
+IN_CLOEXEC = os.O_CLOEXEC
+
+_ENTRY_EVENTS = IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO
+_FOLDER_MASK = (
+    _ENTRY_EVENTS
+    | IN_MODIFY
+    | IN_CLOSE_WRITE
+    | IN_ATTRIB
+    | IN_DELETE_SELF
+    | IN_MOVE_SELF
+    | IN_ONLYDIR
+    | IN_DONT_FOLLOW
+    | IN_EXCL_UNLINK
+)
+_ROOT_MASK = _ENTRY_EVENTS | IN_ONLYDIR | IN_DONT_FOLLOW
+_EVENT = struct.Struct("iIII")
+MARK_WAIT_S = 0.002  # how long a rename's events wait for memfs's mark (`Inotify.read`)
+
+
+def _parse(data: bytes) -> Iterator[tuple[int, int, int, str]]:
+    """The events in ``data`` as (wd, mask, cookie, name)."""
+    pos = 0
+    while pos + _EVENT.size <= len(data):
+        wd, mask, cookie, length = _EVENT.unpack_from(data, pos)
+        pos += _EVENT.size
+        yield wd, mask, cookie, os.fsdecode(data[pos : pos + length].rstrip(b"\0"))
+        pos += length
+
+
+def _marks(event: tuple[int, int, int, str], arrival: tuple[int, int, int, str]) -> bool:
+    """Whether ``event`` is this process's mark (`staging.mark_commit`) in the folder of
+    the rename ``arrival`` (an IN_MOVED_TO) that came right before it."""
+    wd, mask, _, name = event
+    return bool(mask & IN_CREATE) and wd == arrival[0] and name.startswith(sources.OWN_MARK_PREFIX)
+
+
+class Inotify:
+    """A thin inotify(7) binding over libc, read from trio."""
+
+    def __init__(self) -> None:
+        self._libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        fd = self._libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
+        if fd < 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"inotify_init1: {os.strerror(err)}")
+        self.fd: int = fd
+        self.own_renames = 0  # renames of this process's, skipped (`read`)
+
+    def add(self, path: Path, mask: int) -> int:
+        wd: int = self._libc.inotify_add_watch(self.fd, os.fsencode(path), mask)
+        if wd < 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"inotify_add_watch {path}: {os.strerror(err)}")
+        return wd
+
+    def remove(self, wd: int) -> None:
+        self._libc.inotify_rm_watch(self.fd, wd)
+
+    async def read(self) -> list[tuple[int, int, str]]:
+        """The next batch of events as (wd, mask, name), without the two events of each
+        rename this process made itself, when its mark follows them (`staging.mark_commit`):
+        the plan that renamed reads both names back."""
+        data = await self._read_some()
+        events: list[tuple[int, int, str]] = []
+        # A rename's IN_MOVED_FROM, then its IN_MOVED_TO: held until the next event says
+        # whether the mark follows them.
+        held: list[tuple[int, int, int, str]] = []
+        while True:
+            for event in _parse(data):
+                held = self._take(event, held, events)
+            if not held:
+                return events
+            # The worker makes the mark a moment after its rename: wait that moment for it
+            # (a rename of anyone else's waits as long, then is read as usual).
+            data = b""
+            with trio.move_on_after(MARK_WAIT_S):
+                data = await self._read_some()
+            if not data:
+                events += [(w, m, n) for w, m, _, n in held]
+                return events
+
+    async def _read_some(self) -> bytes:
+        while True:
+            try:
+                return os.read(self.fd, 1 << 16)
+            except BlockingIOError:
+                await trio.lowlevel.wait_readable(self.fd)
+
+    def _take(
+        self,
+        event: tuple[int, int, int, str],
+        held: list[tuple[int, int, int, str]],
+        events: list[tuple[int, int, str]],
+    ) -> list[tuple[int, int, int, str]]:
+        """One event into ``events``, or held; returns what is held now."""
+        wd, mask, cookie, name = event
+        if len(held) == 2 and _marks(event, held[1]):
+            self.own_renames += 1
+            held = []
+        elif len(held) == 1 and mask & IN_MOVED_TO and cookie == held[0][2]:
+            return [*held, event]
+        events += [(w, m, n) for w, m, _, n in held]
+        if mask & IN_MOVED_FROM and not mask & IN_ISDIR:  # a folder's is rescanned
+            return [event]
+        events.append((wd, mask, name))
+        return []
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+class Listener(Protocol):
+    def project_changed(self, project: Project) -> None: ...
+    def root_changed(self, slug: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class _Root:
+    source: int
+
+
+@dataclass(frozen=True)
+class _Folder:
+    slug: str
+    origin: int
+    path: str  # relative to the origin folder; '' for the folder itself
+
+
+@dataclass(frozen=True)
+class _Pending:
+    slug: str
+    origin: int
+
+
+@dataclass(frozen=True)
+class _RootPending:
+    """Source roots that do not exist yet: the nearest folder on their way is watched."""
+
+    sources: frozenset[int]
+
+
+_Target = _Root | _Folder | _Pending | _RootPending
+Event = tuple[int, int, str]  # (wd, mask, name)
+Pairs = list[tuple[int, _Target]]  # watches a worker added, to register on the trio thread
+STASH_MAX = 65_536  # events held back for watches not registered yet; past it: overflow
+
+
+@dataclass
+class _Work:
+    """What a batch of events asks to read: single paths, and whole origins."""
+
+    stats: set[tuple[str, int, str]] = field(default_factory=set)  # (slug, origin, path)
+    rescans: set[tuple[str, int]] = field(default_factory=set)  # (slug, origin)
+
+    def __bool__(self) -> bool:
+        return bool(self.stats or self.rescans)
+
+
+# The GIL's switch interval while a worker runs a long Python loop (SPEC 7a). A thread that
+# wants the GIL waits this long before CPython makes the holder hand it over; the request
+# thread wants it at every wake-up, several times per request, and a warm `cat` is about
+# five requests. Measured with tests/bench/responsive.py (a warm cat while a 10,000-file
+# project is listed for the first time; full collections held back as `Turns` says, else
+# add their 20-50 ms): with the default 5 ms the worst cat took 55 ms (p99 50); with 1 ms
+# 26 ms (p99 13); with 0.5 ms 25-60 (p99 10-20); with 0.2 ms 14-15 ms (p99 6-8), the
+# build some 25 % slower while it serves twice the cats. A build that instead sleeps 50 µs
+# every 16 files, at 5 ms, gave 20-40 ms (p99 7-15) and would put thread yields into the
+# rules layer. Set once for the process (`Turns.tune`): with no thread waiting for the GIL
+# the interval costs nothing (it only bounds how long a waiter waits).
+HEAVY_SWITCH_S = 0.0002
+FEW_LOOKS = 32  # a batch of at most this many looks is no long loop (`Watcher._turn`)
+AHEAD_SETTLE_S = 0.01  # a project's bodies are read ahead once its changes pause this long
+RARE_FULL = 100  # full collections this many times rarer than by default (`Turns`)
+
+
+class Turns:
+    """How the request thread and the watcher's workers share the interpreter: set once for
+    the whole process when the mount starts (`tune`), never toggled per load, so every
+    request meets the same interpreter.
+
+    - The GIL's switch interval is `HEAVY_SWITCH_S` (see there): with no thread waiting for
+      the GIL it costs nothing; with a worker in a long loop it bounds the request thread's
+      wait.
+    - Full collections (generation 2) run `RARE_FULL` times less often than by default: one
+      walks every tracked object with the GIL held and no switch, 20-50 ms once a
+      10,000-file project is in memory, and a build allocates enough to start several.
+      Young collections run as usual (they walk only what is new).
+    - After a project's load, `settled` freezes what is alive (gc.freeze): the project
+      just built, long-lived and acyclic, leaves the collector's sight, so later full
+      collections walk only what came after it. The cost: a reference cycle alive at that
+      moment is never collected; that happens once per project loaded.
+    """
+
+    def __init__(self, switch_s: float = HEAVY_SWITCH_S) -> None:
+        self.switch_s = switch_s
+        self.freezes = 0
+
+    def tune(self) -> None:
+        """The process's settings, once, before serving (mount.py)."""
+        sys.setswitchinterval(self.switch_s)
+        young, middle, full = gc.get_threshold()
+        gc.set_threshold(young, middle, full * RARE_FULL)
+
+    def settled(self) -> None:
+        """A project was loaded: keep it out of every later full collection (O(1))."""
+        gc.freeze()
+        self.freezes += 1
+
+
+class Watcher:
+    def __init__(self, catalog: Catalog, listener: Listener, turns: Turns | None = None) -> None:
+        self.catalog = catalog
+        self.listener = listener
+        self.turns = turns if turns is not None else Turns()
+        self.inotify = Inotify()
+        self._targets: dict[int, _Target] = {}  # watch descriptor -> what it watches
+        # (id(project), origin) -> folders watched, relative to the origin ('' for itself)
+        self._folders: dict[tuple[int, int], set[str]] = {}
+        self._stash: dict[int, list[Event]] = {}  # events of watches not registered yet
+        self._stashed = 0
+        self._busy = 0  # worker calls that may add watches, in flight
+        self._loads: dict[str, trio.Event] = {}  # slug ('' for the listing) -> loaded
+        self._send, self._receive = trio.open_memory_channel[list[Event] | _Work](math.inf)
+        self._ahead: set[str] = set()  # slugs to read ahead for (`read_ahead_soon`)
+        self._ahead_settling: trio.CancelScope | None = None  # while waiting for a pause
+        self._ahead_wake = trio.Event()
+        self.events = 0
+        self.watch_failures = 0  # folders that could not be watched (other than gone)
+        self.overflows = 0
+        self.loads = 0
+        # Called in the worker on a project just built, before anyone sees it: the adapter
+        # renders what the first requests will ask for (PREAMBLE.md reads up to 50 files).
+        self.warm: Callable[[Project], object] | None = None
+        for i in range(len(catalog.config.sources)):
+            self._watch_root(i)
+
+    # --- loading ------------------------------------------------------------------
+
+    async def listing(self) -> None:
+        """The catalog's listing of every source root, read once in a worker."""
+        if not self.catalog.listed:
+            await self._once("", self._list)
+
+    async def _list(self) -> None:
+        self.catalog.set_listing(await workers.run(self.catalog.read_listing))
+
+    async def load(self, slug: str) -> Project | None:
+        """The loaded project of ``slug``, built off the trio thread on first use; None
+        when no source holds it."""
+        await self.listing()
+        found = self.catalog.loaded().get(slug)
+        if found is None and self.catalog.has(slug):
+            await self._once(slug, lambda: self._load(slug))
+            found = self.catalog.loaded().get(slug)
+        return found
+
+    async def _once(self, key: str, job: Callable[[], Awaitable[object]]) -> None:
+        """Run ``job`` once for ``key`` however many callers wait for it at once."""
+        running = self._loads.get(key)
+        if running is not None:
+            await running.wait()
+            return
+        done = self._loads[key] = trio.Event()
+        try:
+            await job()
+        finally:
+            del self._loads[key]
+            done.set()
+
+    async def _load(self, slug: str) -> None:
+        origins = self.catalog.origins(slug)
+        self._busy += 1
+        try:
+            project, pairs = await workers.run(self._build, slug, origins)
+        finally:
+            self._busy -= 1
+        if self.catalog.loaded().get(slug) is not None or not self.catalog.has(slug):
+            return  # it came or went meanwhile
+        self.catalog.adopt(project)
+        self.turns.settled()
+        self.loads += 1
+        self._register(project, pairs)
+        self.listener.root_changed(slug)  # its folder's attributes (st_nlink) are known now
+
+    def _build(self, slug: str, origins: list[Origin]) -> tuple[Project, Pairs]:
+        """Worker thread: the project, every folder watched before it is scanned."""
+        config = self.catalog.config
+        project = Project(slug, config, (), state.load_whiteouts(config.state_dir, slug))
+        pairs: Pairs = []
+        for origin in origins:
+            i = project.add_origin(origin, sources.Scan(exists=False))
+            at = time.monotonic_ns()
+            scan, added = self._settle(slug, i, origin, set())
+            project.rescan(i, scan, at)
+            pairs += added
+        if self.warm is not None:
+            self.warm(project)  # still nobody else's: its first renderings cost no request
+        return project, pairs
+
+    def _settle(
+        self, slug: str, i: int, origin: Origin, watched: set[str]
+    ) -> tuple[sources.Scan, Pairs]:
+        """Worker thread: watch origin ``i``'s folders, then scan it, until no folder is new.
+
+        A folder is scanned only after it is watched: whatever lands in it before the watch
+        is found by the scan, whatever lands after raises an event. Costs one more scan of
+        the origin per round, and rounds happen only when folders appear.
+        """
+        pairs: Pairs = []
+        max_bytes = self.catalog.config.limits.max_file_bytes
+        while True:
+            added = False
+            if "" not in watched:
+                wd = self._try_add(origin.folder, _FOLDER_MASK)
+                if wd is None:
+                    pending = self._pending_watch(slug, i, origin)
+                    pairs += [pending] if pending is not None else []
+                    # The folder may have come between the two (a sync tool makes it and
+                    # its files in one go), and the watch on its way then never reports
+                    # it: with that watch in place, look once more.
+                    wd = self._try_add(origin.folder, _FOLDER_MASK)
+                if wd is None:
+                    return sources.scan(origin.root, origin.parts, max_bytes), pairs
+                pairs.append((wd, _Folder(slug, i, "")))
+                watched.add("")
+            scan = sources.scan(origin.root, origin.parts, max_bytes)
+            for path in scan.dirs:
+                if path not in watched:
+                    wd = self._try_add(origin.folder / path, _FOLDER_MASK)
+                    if wd is not None:
+                        pairs.append((wd, _Folder(slug, i, path)))
+                        watched.add(path)
+                        added = True
+            if not added:
+                return scan, pairs
+
+    def _pending_watch(self, slug: str, i: int, origin: Origin) -> tuple[int, _Target] | None:
+        """The memory folder is missing: watch the nearest folder that exists on its way."""
+        for depth in range(len(origin.parts) - 1, 0, -1):
+            wd = self._try_add(origin.root.joinpath(*origin.parts[:depth]), _ROOT_MASK)
+            if wd is not None:
+                return (wd, _Pending(slug, i))
+        return None
+
+    def _try_add(self, path: Path, mask: int) -> int | None:
+        try:
+            return self.inotify.add(path, mask)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
+                log.warning("cannot watch %s: %s", path, exc)
+                self.watch_failures += 1  # counted in status
+            return None
+
+    def _register(self, project: Project, pairs: Pairs) -> None:
+        """Trio thread: the watches a worker added are ours now; replay what they saw."""
+        replay: list[Event] = []
+        for wd, target in pairs:
+            self._targets[wd] = target
+            if isinstance(target, _Folder):
+                self._folders.setdefault((id(project), target.origin), set()).add(target.path)
+            replay += self._stash.pop(wd, [])
+        if not self._busy:
+            self._stash.clear()  # events of watches that are gone: nobody will claim them
+            self._stashed = 0
+        if replay:
+            self._send.send_nowait(replay)
+
+    def recheck(self, project: Project, i: int, path: str) -> None:
+        """A request found ``path`` of origin ``i`` changed on disk before inotify said so:
+        read it again (off the request thread) and tell the adapter."""
+        self._send.send_nowait(_Work(stats={(project.slug, i, path)}))
+
+    def read_ahead_soon(self, project: Project) -> None:
+        """``project`` changed (a write through the mount, or a change the watcher took
+        in): read, off the request thread, the bodies its next PREAMBLE.md and MEMORY.md
+        will ask for, once its changes pause (`_reading_ahead`)."""
+        self._ahead.add(project.slug)
+        self._ahead_wake.set()
+        if self._ahead_settling is not None:
+            self._ahead_settling.deadline = trio.current_time() + AHEAD_SETTLE_S
+
+    # --- roots --------------------------------------------------------------------
+
+    def _watch_root(self, i: int) -> bool:
+        """Watch source ``i``'s root, or the nearest existing folder on its way to it."""
+        root = self.catalog.config.sources[i].root
+        if self._add(root, _ROOT_MASK, _Root(i)):
+            return True
+        for folder in root.parents:
+            try:
+                wd = self.inotify.add(folder, _ROOT_MASK | IN_MASK_ADD)
+            except OSError:
+                continue
+            known = self._targets.get(wd)
+            if known is None or isinstance(known, _RootPending):
+                # Several missing roots may wait on one folder (the home, often).
+                waiting = known.sources if known is not None else frozenset()
+                self._targets[wd] = _RootPending(waiting | {i})
+            else:
+                log.warning("source root %s is missing and its parent is watched already", root)
+            break
+        return False
+
+    def _pending_roots(self, wd: int, target: _RootPending) -> None:
+        """Something changed on the way to missing roots: each waits again where it now
+        must (here, or in a deeper folder), or is watched and listed if it exists now."""
+        self._targets[wd] = _RootPending(frozenset())
+        for i in sorted(target.sources):
+            self._root_appeared(i)
+        still = self._targets.get(wd)
+        if isinstance(still, _RootPending) and not still.sources:
+            del self._targets[wd]
+            self.inotify.remove(wd)
+
+    def _root_appeared(self, i: int) -> None:
+        """A step towards a missing root appeared: watch further, and list it once there.
+
+        Lists one new root folder on the trio thread: it happens once per root, when a
+        source that was missing at mount time appears (a new account), and it is empty
+        then but for the folders made since.
+        """
+        if not self._watch_root(i):
+            return
+        for name in sources.list_slug_folders(self.catalog.config.sources[i].root):
+            slug = self.catalog.folder_added(i, name)
+            if slug is not None:
+                self.listener.root_changed(slug)
+
+    def _add(self, path: Path, mask: int, target: _Target) -> bool:
+        wd = self._try_add(path, mask)
+        if wd is None:
+            return False
+        self._targets[wd] = target
+        return True
+
+    # --- events -------------------------------------------------------------------
+
+    async def run(self) -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._read)
+            nursery.start_soon(self._reading_ahead)
+            async for item in self._receive:
+                await self._process(item)
+
+    async def _read(self) -> None:
+        while True:
+            batch = await self.inotify.read()
+            self.events += len(batch)
+            self._send.send_nowait(batch)
+
+    async def _process(self, item: list[Event] | _Work) -> None:
+        touched: dict[str, Project] = {}
+        work = item if isinstance(item, _Work) else _Work()
+        if not isinstance(item, _Work):
+            for wd, mask, name in item:
+                try:
+                    self._handle(wd, mask, name, work, touched)
+                except Exception:
+                    log.exception("watch event %s %#x %r failed", wd, mask, name)
+        before: dict[str, int] = {}  # each absorbed project's generation before its looks
+        while work:
+            jobs = self._jobs(work)
+            self._busy += 1
+            try:
+                results = await workers.run(self._read_jobs, jobs)
+            finally:
+                self._busy -= 1
+            work = _Work()
+            for job, result in zip(jobs, results, strict=True):
+                before.setdefault(job[0].slug, job[0].generation)
+                self._absorb(job, result, touched)
+        for project in touched.values():
+            self.listener.project_changed(project)
+        # Only a project whose view changed needs bodies read ahead: the looks of memfs's
+        # own commits (most events, while agents write) find what the commit took in.
+        for slug, project in touched.items():
+            if slug in before and project.generation != before[slug]:
+                self.read_ahead_soon(project)
+
+    async def _reading_ahead(self) -> None:
+        """The projects asked for by `read_ahead_soon`, read ahead once no ask came for
+        `AHEAD_SETTLE_S`: in a burst of writes each read-ahead would be moot by the next
+        write, and would only take the interpreter from the requests. In its own task, so
+        the watcher's next events never wait for it."""
+        while True:
+            await self._ahead_wake.wait()
+            # Each ask moves this scope's deadline on (`read_ahead_soon`).
+            with trio.CancelScope(deadline=trio.current_time() + AHEAD_SETTLE_S) as settling:
+                self._ahead_settling = settling
+                await trio.sleep_forever()
+            self._ahead_settling = None
+            self._ahead_wake = trio.Event()
+            slugs, self._ahead = self._ahead, set()
+            loaded = self.catalog.loaded()
+            await self._read_ahead([loaded[s] for s in sorted(slugs) if s in loaded])
+
+    async def _read_ahead(self, projects: list[Project]) -> None:
+        """Read, in one worker call, the bodies the changed projects' next PREAMBLE.md and
+        MEMORY.md will ask for: the adapter renders them on the trio thread, which then
+        reads nothing (SPEC 7a). Asked after the adapter is told: its invalidations are
+        what makes a change show whole (SPEC 5.4) and must not wait for an optimisation;
+        a rendering asked for meanwhile reads what it needs itself."""
+        wanted = [(project, project.bodies_wanted()) for project in projects]
+        wanted = [(project, reads) for project, reads in wanted if reads]
+        if not wanted:
+            return
+        found = await workers.run(lambda: [read_bodies(reads) for _, reads in wanted])
+        for (project, _), bodies in zip(wanted, found, strict=True):
+            project.keep_bodies(bodies)
+
+    def _jobs(self, work: _Work) -> list[tuple[Project, int, Origin, str | None, set[str]]]:
+        """Trio thread: each piece of work with what the worker needs, copied."""
+        loaded = self.catalog.loaded()
+        jobs: list[tuple[Project, int, Origin, str | None, set[str]]] = []
+        for slug, i in sorted(work.rescans):
+            project = loaded.get(slug)
+            if project is not None and i < len(project.origins):
+                watched = set(self._folders.get((id(project), i), ()))
+                jobs.append((project, i, project.origins[i], None, watched))
+        for slug, i, path in sorted(work.stats):
+            project = loaded.get(slug)
+            if project is not None and i < len(project.origins) and (slug, i) not in work.rescans:
+                jobs.append((project, i, project.origins[i], path, set()))
+        return jobs
+
+    def _read_jobs(
+        self, jobs: list[tuple[Project, int, Origin, str | None, set[str]]]
+    ) -> list[tuple[int, sources.FileStat | str | tuple[sources.Scan, Pairs] | None]]:
+        """Worker thread: stat each path, settle and scan each origin; no project touched.
+        Each result comes with when the look began (the project takes the latest)."""
+        max_bytes = self.catalog.config.limits.max_file_bytes
+        out: list[tuple[int, sources.FileStat | str | tuple[sources.Scan, Pairs] | None]] = []
+        for project, i, origin, path, watched in jobs:
+            at = time.monotonic_ns()
+            if path is None:
+                out.append((at, self._settle(project.slug, i, origin, watched)))
+            else:
+                out.append((at, sources.look(origin.root, origin.parts, path, max_bytes)))
+        return out
+
+    def _absorb(
+        self,
+        job: tuple[Project, int, Origin, str | None, set[str]],
+        timed: tuple[int, sources.FileStat | str | tuple[sources.Scan, Pairs] | None],
+        touched: dict[str, Project],
+    ) -> None:
+        """Trio thread: take in what the worker found, if the project is still the same."""
+        project, i, origin, path, _ = job
+        if self.catalog.loaded().get(project.slug) is not project or project.origins[i] != origin:
+            return
+        touched[project.slug] = project
+        at, result = timed
+        if isinstance(result, tuple):
+            scan, pairs = result
+            project.rescan(i, scan, at)
+            self._register(project, pairs)
+        else:
+            assert path is not None
+            project.observe(i, path, result, at)
+
+    def _handle(
+        self, wd: int, mask: int, name: str, work: _Work, touched: dict[str, Project]
+    ) -> None:
+        """Trio thread, memory only: what one event asks to read."""
+        if mask & IN_Q_OVERFLOW:
+            self._overflow(work)
+            return
+        target = self._targets.get(wd)
+        if mask & IN_IGNORED:
+            self._forget(wd)
+            return
+        if target is None:
+            self._hold(wd, mask, name, work)
+            return
+        if name.startswith(sources.STAGE_PREFIX):
+            return
+        if isinstance(target, _Root):
+            self._root_event(target, mask, name, work)
+            return
+        if isinstance(target, _RootPending):
+            self._pending_roots(wd, target)
+            return
+        project = self.catalog.loaded().get(target.slug)
+        if project is None or target.origin >= len(project.origins):
+            return
+        if isinstance(target, _Pending):
+            work.rescans.add((project.slug, target.origin))  # its memory folder may be there
+            return
+        path = f"{target.path}/{name}" if target.path else name
+        if mask & IN_ISDIR and not mask & (_ENTRY_EVENTS | IN_DELETE_SELF | IN_MOVE_SELF):
+            # A folder's own attributes: read afresh at the next getattr (folder_stat);
+            # a rescan would only move the atimes of every folder it lists.
+            project.tree.changes.add(path)
+            touched[project.slug] = project
+            return
+        if mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_ISDIR):
+            # A folder came or went: the origin is rescanned (O(its files)) and watched anew.
+            work.rescans.add((project.slug, target.origin))
+            return
+        work.stats.add((project.slug, target.origin, path))
+
+    def _hold(self, wd: int, mask: int, name: str, work: _Work) -> None:
+        """An event of a watch a worker just added: replayed once it is registered."""
+        if not self._busy:
+            return  # no watch is being added: this one is gone
+        if self._stashed >= STASH_MAX:
+            self._overflow(work)
+            return
+        self._stash.setdefault(wd, []).append((wd, mask, name))
+        self._stashed += 1
+
+    def _forget(self, wd: int) -> None:
+        """The kernel dropped a watch (its folder went): a folder made again is watched anew."""
+        target = self._targets.pop(wd, None)
+        if isinstance(target, _Root):  # the root itself went: wait for it again
+            self._watch_root(target.source)
+        if isinstance(target, _Folder):
+            project = self.catalog.loaded().get(target.slug)
+            if project is not None:
+                self._folders.get((id(project), target.origin), set()).discard(target.path)
+                if target.path == "":  # the memory folder itself went: wait for it again
+                    origin = project.origins[target.origin]
+                    pending = self._pending_watch(target.slug, target.origin, origin)
+                    if pending is not None:
+                        self._targets[pending[0]] = pending[1]
+
+    def _root_event(self, target: _Root, mask: int, name: str, work: _Work) -> None:
+        if not mask & IN_ISDIR and not mask & (IN_DELETE | IN_MOVED_FROM):
+            return
+        if mask & (IN_CREATE | IN_MOVED_TO):
+            slug = self.catalog.folder_added(target.source, name)
+        else:
+            slug = self.catalog.folder_removed(target.source, name)
+        if slug is None:
+            return
+        self.listener.root_changed(slug)
+        project = self.catalog.loaded().get(slug)
+        if project is not None:
+            # A new folder of a loaded project: registered empty, scanned and watched now.
+            for i in range(len(project.origins)):
+                if (id(project), i) not in self._folders:
+                    work.rescans.add((slug, i))
+            self.listener.project_changed(project)
+
+    def _overflow(self, work: _Work) -> None:
+        self.overflows += 1
+        log.warning("inotify queue overflowed; rescanning the loaded projects")
+        for project in self.catalog.loaded().values():
+            for i in range(len(project.origins)):
+                work.rescans.add((project.slug, i))
+
+    def close(self) -> None:
+        self.inotify.close()

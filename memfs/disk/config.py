@@ -1,0 +1,366 @@
+"""Configuration: the TOML shape, its defaults, source discovery and the containment rules.
+
+SPEC 3. Role: turn the config file (or discovery) into an immutable `Config` that every
+other module reads. Layer disk: imports no other memfs module.
+Reads only the config file and a few ``stat`` calls on candidate folders, once,
+before a mount serves anything (so it is never on the request thread while serving); every
+function takes the environment explicitly so tests never depend on the real home.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+SLUG_FIELD = "{slug}"
+# Source names appear in history names (`<source>@<time>.md`) and in folder names.
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$")
+
+
+class ConfigError(Exception):
+    """A user error in the configuration: one line naming the cause and the fix."""
+
+
+@dataclass(frozen=True)
+class SourceSpec:
+    """One backing folder per project, given as a template with ``{slug}``.
+
+    ``root`` is the folder that holds one entry per project slug; ``tail`` the path from that
+    entry to the memory folder (``("memory",)`` for Claude Code, ``()`` for pi).
+    """
+
+    name: str
+    template: str
+    root: Path
+    tail: tuple[str, ...]
+    own: bool = False
+    why: str = ""
+
+    def folder(self, slug_folder: str) -> Path:
+        """The real memory folder of one project in this source."""
+        return self.root.joinpath(slug_folder, *self.tail)
+
+
+@dataclass(frozen=True)
+class PreambleSettings:
+    budget: int = 8192
+    newest: int = 3
+    file_cap: int = 4096
+    index_max: int = 50
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_file_bytes: int = 1 << 20
+    handoff_versions: int = 20
+
+
+@dataclass(frozen=True)
+class Config:
+    sources: tuple[SourceSpec, ...]
+    state_dir: Path
+    home: Path
+    preamble: PreambleSettings = field(default_factory=PreambleSettings)
+    limits: Limits = field(default_factory=Limits)
+    path: Path | None = None  # the config file read, None when sources were discovered
+
+    # Asked on hot paths (every entry of a listing): computed once per config.
+    @functools.cached_property
+    def own(self) -> SourceSpec | None:
+        return next((s for s in self.sources if s.own), None)
+
+    @functools.cached_property
+    def own_index(self) -> int | None:
+        return next((i for i, s in enumerate(self.sources) if s.own), None)
+
+
+_SECTIONS: dict[str, dict[str, tuple[type, int]]] = {
+    # key -> (type, minimum)
+    "preamble": {
+        "budget": (int, 0),
+        "newest": (int, 0),
+        "file_cap": (int, 0),
+        "index_max": (int, 0),
+    },
+    "limits": {"max_file_bytes": (int, 1), "handoff_versions": (int, 0)},
+}
+_SOURCE_KEYS = {"name", "path", "own"}
+
+
+def home_dir(env: Mapping[str, str]) -> Path:
+    home = env.get("HOME")
+    if not home:
+        raise ConfigError("HOME is not set; set HOME to your home folder")
+    return Path(home)
+
+
+def _xdg(env: Mapping[str, str], var: str, default: str) -> Path:
+    value = env.get(var)
+    # The XDG spec says relative values are invalid and must be ignored.
+    if value and os.path.isabs(value):
+        return Path(value)
+    return home_dir(env) / default
+
+
+def config_path(env: Mapping[str, str]) -> Path:
+    return _xdg(env, "XDG_CONFIG_HOME", ".config") / "memfs" / "config.toml"
+
+
+def state_dir(env: Mapping[str, str]) -> Path:
+    return _xdg(env, "XDG_STATE_HOME", ".local/state") / "memfs"
+
+
+def expand(path: str, home: Path) -> Path:
+    """``~`` and ``~/x`` relative to ``home``; nothing else is expanded."""
+    if path == "~":
+        return home
+    if path.startswith("~/"):
+        return home / path[2:]
+    return Path(path)
+
+
+def parse_template(template: str, home: Path, where: str) -> tuple[Path, tuple[str, ...]]:
+    """Split a source template at its ``{slug}`` component into (root, tail)."""
+    parts = expand(template, home).parts
+    hits = [i for i, p in enumerate(parts) if SLUG_FIELD in p]
+    if len(hits) != 1 or parts[hits[0]] != SLUG_FIELD:
+        raise ConfigError(
+            f"{where}: path {template!r} must contain {SLUG_FIELD} exactly once, as one whole "
+            f"path component (e.g. '~/.claude/projects/{{slug}}/memory')"
+        )
+    i = hits[0]
+    root = Path(*parts[:i])
+    if not root.is_absolute():
+        raise ConfigError(f"{where}: path {template!r} must be absolute or start with '~/'")
+    tail = parts[i + 1 :]
+    if any(p in (".", "..") for p in tail):
+        raise ConfigError(f"{where}: path {template!r} may not contain '.' or '..' after {{slug}}")
+    return root, tuple(tail)
+
+
+def load(env: Mapping[str, str], path: Path | None = None) -> Config:
+    """The configuration from ``path``, the default file, or discovery when there is none.
+
+    Raises:
+        ConfigError: a missing explicit file, bad TOML, an unknown key or a bad value.
+    """
+    home = home_dir(env)
+    explicit = path is not None
+    path = path or config_path(env)
+    if not path.exists():
+        if explicit:
+            raise ConfigError(f"{path}: no such config file; fix the --config path")
+        return Config(sources=discover(env), state_dir=state_dir(env), home=home)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read config: {exc}") from None
+    return _from_toml(data, path, env)
+
+
+def _from_toml(data: dict[str, Any], path: Path, env: Mapping[str, str]) -> Config:
+    home = home_dir(env)
+    for key in data:
+        if key != "source" and key not in _SECTIONS:
+            raise ConfigError(
+                f"{path}: unknown key {key!r}; expected [[source]], [preamble] or [limits]"
+            )
+    settings = {name: _section(data.get(name, {}), name, path) for name in _SECTIONS}
+    if "source" in data:
+        raw_sources = data["source"]
+        if not isinstance(raw_sources, list):
+            raise ConfigError(f"{path}: 'source' must be an array of tables ([[source]])")
+        sources = tuple(_source(s, i, path, home) for i, s in enumerate(raw_sources))
+        _check_sources(sources, path)
+    else:
+        sources = discover(env)  # every key has a default, the sources too
+    return Config(
+        sources=sources,
+        state_dir=state_dir(env),
+        home=home,
+        preamble=PreambleSettings(**settings["preamble"]),
+        limits=Limits(**settings["limits"]),
+        path=path,
+    )
+
+
+def _section(raw: object, name: str, path: Path) -> dict[str, int]:
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: [{name}] must be a table")
+    schema = _SECTIONS[name]
+    out: dict[str, int] = {}
+    for key, value in raw.items():
+        if key not in schema:
+            raise ConfigError(
+                f"{path}: unknown key '{name}.{key}'; expected one of {', '.join(schema)}"
+            )
+        _, minimum = schema[key]
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise ConfigError(
+                f"{path}: '{name}.{key}' must be an integer >= {minimum}, got {value!r}"
+            )
+        out[key] = value
+    return out
+
+
+def _source(raw: object, i: int, path: Path, home: Path) -> SourceSpec:
+    where = f"{path}: source #{i + 1}"
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where} must be a table")
+    for key in raw:
+        if key not in _SOURCE_KEYS:
+            raise ConfigError(f"{where}: unknown key {key!r}; expected name, path, own")
+    name, template, own = raw.get("name"), raw.get("path"), raw.get("own", False)
+    if not isinstance(name, str) or not _NAME_RE.match(name):
+        raise ConfigError(
+            f"{where}: 'name' must be 1-32 letters, digits, '_', '.' or '-', got {name!r}"
+        )
+    if not isinstance(template, str):
+        raise ConfigError(f"{where}: 'path' must be a string with {SLUG_FIELD}, got {template!r}")
+    if not isinstance(own, bool):
+        raise ConfigError(f"{where}: 'own' must be true or false, got {own!r}")
+    root, tail = parse_template(template, home, where)
+    why = "own = true in the config" if own else "listed in the config"
+    return SourceSpec(name, template, root, tail, own, why)
+
+
+def _check_sources(sources: tuple[SourceSpec, ...], path: Path) -> None:
+    names = [s.name for s in sources]
+    for name in names:
+        if names.count(name) > 1:
+            raise ConfigError(f"{path}: source name {name!r} is used twice; names must be unique")
+    if sum(s.own for s in sources) > 1:
+        raise ConfigError(f"{path}: more than one source has own = true; mark at most one")
+
+
+def discover(env: Mapping[str, str]) -> tuple[SourceSpec, ...]:
+    """Sources found when there is no config file (SPEC 3).
+
+    Claude Code accounts: ``~/.claude``, every ``~/.claude-*`` and ``$CLAUDE_CONFIG_DIR``
+    holding a ``projects/`` folder; pi: ``~/.pi/agent/memory``. The own source is
+    ``$CLAUDE_CONFIG_DIR`` or ``~/.claude``; it is kept even without ``projects/`` yet (a fresh
+    account), since the first write creates that folder.
+    """
+    home = home_dir(env)
+    env_dir = env.get("CLAUDE_CONFIG_DIR")
+    own_dir = expand(env_dir, home) if env_dir else home / ".claude"
+    own_why = "$CLAUDE_CONFIG_DIR is set" if env_dir else "~/.claude is Claude Code's default"
+    candidates = [home / ".claude", *sorted(home.glob(".claude-*"))]
+    if env_dir:
+        candidates.append(own_dir)
+    found: list[SourceSpec] = []
+    seen: set[Path] = set()
+    for config_dir in candidates:
+        key = _resolved(config_dir)
+        is_own = key == _resolved(own_dir)
+        if key in seen or not config_dir.is_dir():
+            continue
+        if not (config_dir / "projects").is_dir() and not is_own:
+            continue
+        seen.add(key)
+        name = _unique(_account_name(config_dir), found)
+        why = own_why if is_own else f"{config_dir} holds projects/"
+        template = f"{config_dir}/projects/{SLUG_FIELD}/memory"
+        root, tail = parse_template(template, home, "discovered source")
+        found.append(SourceSpec(name, template, root, tail, is_own, why))
+    pi = home / ".pi" / "agent" / "memory"
+    if pi.is_dir():
+        template = f"{pi}/{SLUG_FIELD}"
+        root, tail = parse_template(template, home, "discovered source")
+        name = _unique("pi", found)
+        found.append(SourceSpec(name, template, root, tail, False, f"{pi} exists"))
+    # The own source first: it wins ties and receives writes.
+    return tuple(sorted(found, key=lambda s: not s.own))
+
+
+def _resolved(path: Path) -> Path:
+    try:
+        return path.resolve()
+    except OSError:
+        return path
+
+
+def _account_name(config_dir: Path) -> str:
+    if config_dir.name == "claude" and config_dir.parent.parent.name == "identities":
+        return _account_name(Path(config_dir.parent.name))  # identities/<acct>/claude
+    base = config_dir.name.lstrip(".")
+    if base.startswith("claude-") and len(base) > len("claude-"):
+        base = base[len("claude-") :]
+    cleaned = re.sub(r"[^A-Za-z0-9_.-]", "-", base).strip(".-_") or "claude"
+    return cleaned[:32]
+
+
+def _unique(name: str, found: list[SourceSpec]) -> str:
+    taken = {s.name for s in found}
+    candidate, n = name, 2
+    while candidate in taken:
+        candidate = f"{name}{n}"
+        n += 1
+    return candidate
+
+
+def _inside(child: Path, parent: Path) -> bool:
+    return child == parent or parent in child.parents
+
+
+def git_work_tree(path: Path, home: Path) -> Path | None:
+    """The git work tree holding ``path`` whose top lies in ``home``, if there is one."""
+    path, home = _resolved(path), _resolved(home)
+    if not _inside(path, home):
+        return None
+    for folder in (path, *path.parents):
+        if (folder / ".git").exists():
+            return folder
+        if folder == home:
+            break
+    return None
+
+
+def check_mount(config: Config, mountpoint: Path) -> None:
+    """The containment refusals of SPEC 3 for a mount at ``mountpoint``.
+
+    Raises:
+        ConfigError: no source, nesting between the mountpoint and a source, or the own
+            source or the mountpoint inside a git work tree below the home folder.
+    """
+    if not config.sources:
+        raise ConfigError(
+            "no memory sources found (no ~/.claude, ~/.claude-*, $CLAUDE_CONFIG_DIR or "
+            f"~/.pi/agent/memory); create one or list sources in {config_path_hint(config)}"
+        )
+    mnt = _resolved(mountpoint)
+    for source in config.sources:
+        root = _resolved(source.root)
+        if _inside(mnt, root):
+            raise ConfigError(
+                f"mountpoint {mountpoint} lies inside source {source.name!r} ({source.root}); "
+                "choose a mountpoint outside every source"
+            )
+        if _inside(root, mnt):
+            raise ConfigError(
+                f"source {source.name!r} ({source.root}) lies inside mountpoint {mountpoint}; "
+                "choose a mountpoint outside every source"
+            )
+    checks = [("mountpoint", mountpoint)]
+    if config.own is not None:
+        checks.append((f"own source {config.own.name!r}", config.own.root))
+    for what, where in checks:
+        tree = git_work_tree(where, config.home)
+        if tree is not None:
+            raise ConfigError(
+                f"{what} {where} lies inside the git work tree {tree}; memory must not be "
+                "committed by accident: move it out of the repository"
+            )
+
+
+def config_path_hint(config: Config) -> str:
+    return str(config.path) if config.path else "~/.config/memfs/config.toml"

@@ -1,0 +1,172 @@
+"""memfs's own state under ``$XDG_STATE_HOME/memfs``: whiteouts per project, the log.
+
+Role: the one reader and writer of the state folder (SPEC 3), never a source. State files
+are written only through staging.replace, so a crash never leaves a half-written one.
+The folder is private to its user whatever the umask: folders 0700, files 0600. It names
+the user's projects (the log) and the files they deleted (whiteouts), which no other local
+user may read; `make_private` narrows what an older memfs left looser.
+Layer disk (its package says what it may import). Threading: every call
+does disk I/O (a save fsyncs twice), so while serving it runs in a worker thread: saves as
+the `SaveWhiteouts` step of a plan (staging.apply), loads with the project's first load.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import stat
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from memfs.disk import staging
+
+log = logging.getLogger(__name__)
+
+Whiteout = tuple[str, str, int]  # (path in the project, source name, mtime_ns; -1: a folder)
+
+FOLDER_MODE = 0o700
+FILE_MODE = 0o600
+WHITEOUTS = "whiteouts"
+LOG_NAME = "memfs.log"
+
+
+def make_private(state_dir: Path) -> None:
+    """Create the state folder, or narrow an existing one: every folder of the tree this
+    user owns to 0700, every regular file to 0600. Run at mount start, before anything is
+    written there.
+
+    The top is narrowed first: from then on no other user can reach, nor swap, what lies
+    below while the walk narrows it. Links are never followed below the top, and what
+    another user owns is left alone (not ours to change, and chmod would fail anyway).
+    """
+    try:
+        private_folder(state_dir)
+    except OSError as exc:  # a read-only home, say: the first save will say so again
+        log.warning("cannot make the state folder %s: %s", state_dir, exc)
+        return
+    for top, folders, files in os.walk(state_dir, onerror=_walk_failed):
+        for name in folders:
+            _narrow(os.path.join(top, name), FOLDER_MODE, stat.S_ISDIR)
+        for name in files:
+            _narrow(os.path.join(top, name), FILE_MODE, stat.S_ISREG)
+
+
+def private_folder(state_dir: Path, *names: str) -> Path:
+    """``state_dir/names...``, each folder made (or narrowed to) 0700; returns the path.
+
+    The state folder itself may be a link the user made (a state home kept elsewhere): it
+    is followed; below it, nothing is.
+    """
+    state_dir.parent.mkdir(parents=True, exist_ok=True)
+    _mkdir_private(state_dir, follow=True)
+    folder = state_dir
+    for name in names:
+        folder = folder / name
+        _mkdir_private(folder, follow=False)
+    return folder
+
+
+def _mkdir_private(path: Path, *, follow: bool) -> None:
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(path, FOLDER_MODE)  # the umask may narrow it further: chmod'ed below
+    _narrow(str(path), FOLDER_MODE, stat.S_ISDIR, follow=follow)
+
+
+def _narrow(path: str, mode: int, kind_ok: Callable[[int], bool], *, follow: bool = False) -> None:
+    """chmod ``path`` to exactly ``mode`` if it is this user's and of the kind expected
+    (``kind_ok``: stat.S_ISDIR or stat.S_ISREG); a link is left alone unless ``follow``."""
+    try:
+        st = os.stat(path, follow_symlinks=follow)
+        if not kind_ok(st.st_mode) or st.st_uid != os.geteuid():
+            return
+        if stat.S_IMODE(st.st_mode) != mode:
+            os.chmod(path, mode)  # a link only when followed on purpose (see private_folder)
+    except OSError as exc:
+        log.warning("cannot make %s private (mode %o): %s", path, mode, exc)
+
+
+def _walk_failed(exc: OSError) -> None:
+    log.warning("cannot make %s private: %s", exc.filename, exc.strerror)
+
+
+def log_path(state_dir: Path) -> Path:
+    return state_dir / LOG_NAME
+
+
+def open_log(state_dir: Path) -> BinaryIO:
+    """The daemon's log, for appending: created 0600, and an older looser one narrowed."""
+    path = log_path(private_folder(state_dir))
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(path, flags, FILE_MODE)
+    try:
+        os.fchmod(fd, FILE_MODE)
+    except BaseException:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "ab")
+
+
+def last_log_line(path: Path) -> str:
+    """The log's last line (a failed daemon's own one-line error); '' for none."""
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").strip().splitlines()
+    except OSError:
+        lines = []
+    return lines[-1] if lines else ""
+
+
+def save_private(folder: Path, name: str, data: bytes) -> None:
+    """``folder/name`` replaced atomically by ``data``, mode 0600 (``folder``: one made by
+    `private_folder`)."""
+    staging.replace(staging.Place(folder, ()), name, data, mode=FILE_MODE)
+
+
+def _name(slug: str) -> str:
+    # Slugs are single path components already (only [A-Za-z0-9-]); the suffix keeps the
+    # folder free for other state kinds.
+    return f"{slug}.json"
+
+
+def load_whiteouts(state_dir: Path, slug: str) -> set[Whiteout]:
+    path = state_dir / WHITEOUTS / _name(slug)
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return set()
+    except (OSError, ValueError) as exc:
+        log.warning("ignoring unreadable whiteouts %s: %s", path, exc)
+        return set()
+    found: set[Whiteout] = set()
+    for item in raw if isinstance(raw, list) else []:
+        if (
+            isinstance(item, list)
+            and len(item) == 3
+            and isinstance(item[0], str)
+            and isinstance(item[1], str)
+            and isinstance(item[2], int)
+        ):
+            found.add((item[0], item[1], item[2]))
+    return found
+
+
+def save_whiteouts(state_dir: Path, slug: str, records: Iterable[Whiteout]) -> None:
+    folder = private_folder(state_dir, WHITEOUTS)
+    data = json.dumps(sorted([list(r) for r in records]), indent=0).encode()
+    save_private(folder, _name(slug), data)
+
+
+@dataclass
+class SaveWhiteouts:
+    """A plan's step (staging.Step): the project's whole whiteout set, saved atomically."""
+
+    state_dir: Path
+    slug: str
+    records: set[Whiteout]
+
+    def run(self) -> list[str]:
+        save_whiteouts(self.state_dir, self.slug, self.records)
+        return []
