@@ -849,7 +849,7 @@ async def test_preamble_is_served_like_a_file_one_snapshot_per_open(sample: Samp
     # body, bypassing the pages of the old one until the kernel has dropped them.
     write(sample.own / "fresh.md", "fresh\n", at(50))
     rescan(ops)
-    ops.project_changed(ops.catalog.loaded()[CLAUDE_SLUG])
+    ops.publisher.project_changed(ops.catalog.loaded()[CLAUDE_SLUG])
     folder = ops.inodes.known((CLAUDE_SLUG, ""))
     assert ("entry", folder, b"PREAMBLE.md") in drain(ops)  # the kernel looks it up again
     assert await read_all(ops, info.fh) == body
@@ -1261,7 +1261,7 @@ async def test_a_change_made_directly_in_a_source_invalidates_the_kernels_view(
     settled(ops)
     body = "b changed directly in the source, and longer\n"
     write(sample.work / "b.md", body, at(60))
-    ops.project_changed(rescan(ops))
+    ops.publisher.project_changed(rescan(ops))
     # The name still holds a file: its dentry stays, its attributes and pages go.
     assert drain(ops) == {
         ("inode", b.st_ino, b""),
@@ -1285,13 +1285,13 @@ async def test_a_file_appearing_or_vanishing_in_a_source_invalidates_its_entry(
     c = await ops.lookup(sub.st_ino, b"c.md", CTX)
     settled(ops)
     write(sample.pi / "sub" / "new.md", "new\n", at(61))
-    ops.project_changed(rescan(ops))
+    ops.publisher.project_changed(rescan(ops))
     # A new name: nothing to forget (ENOENT answers are never cached by the kernel, and no
     # inode was handed out for it yet).
     assert drain(ops) == set()
     assert (await ops.lookup(sub.st_ino, b"new.md", CTX)).st_size == 4
     (sample.work / "sub" / "c.md").unlink()
-    ops.project_changed(rescan(ops))
+    ops.publisher.project_changed(rescan(ops))
     assert drain(ops) == {("entry", sub.st_ino, b"c.md"), ("inode", c.st_ino, b"")}
     assert await fuse_errno(ops.lookup(sub.st_ino, b"c.md", CTX)) == errno.ENOENT
     assert await fuse_errno(ops.getattr(c.st_ino, CTX)) == errno.ENOENT
@@ -1310,7 +1310,7 @@ async def test_a_project_appearing_in_a_source_invalidates_its_root_entry(
     write(sample.home.memory(".claude-work", slug) / "n.md", "n\n", at(1))
     work = [s.name for s in ops.config.sources].index("work")
     assert ops.catalog.folder_added(work, slug) == slug
-    ops.root_changed(slug)
+    ops.publisher.root_changed(slug)
     assert ("entry", ROOT_INODE, slug.encode()) in drain(ops)
     ops.catalog.loaded()[slug].rescan(0)  # what the watcher then reads, off the thread
     project = await ops.lookup(ROOT_INODE, slug.encode(), CTX)

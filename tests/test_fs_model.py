@@ -393,8 +393,8 @@ class Run:
     async def mount(self) -> None:
         """A fresh MemFS and Watcher, wired as mount.py wires them; the kernel knows nothing."""
         self.ops = MemFS(self.config, mountpoint=self.mountpoint)
-        self.ops.invalidator.enabled = False  # no kernel to tell
-        self.watcher = Watcher(self.ops.catalog, self.ops)
+        self.ops.kernel.enabled = False  # no kernel to tell
+        self.watcher = Watcher(self.ops.catalog, self.ops.publisher)
         self.ops.watcher = self.watcher  # the adapter asks it to watch each loaded project
         self.kernel = Kernel(self.ops)
         if self.all_along:

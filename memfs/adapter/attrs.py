@@ -19,7 +19,7 @@ from pathlib import Path
 import pyfuse3
 
 from memfs.adapter.inodes import HERE_KEY, ROOT_KEY, Key
-from memfs.adapter.writing import OpenFiles
+from memfs.adapter.writing import OpenFile, OpenFiles
 from memfs.disk import sources
 from memfs.disk.config import Config
 from memfs.rules.history import in_history
@@ -150,6 +150,17 @@ class Shown:
             mode = f.version.mode
         attrs = self.entry(ino, stat.S_IFREG | mode, f.size(), time.time_ns(), timeout=0.0)
         attrs.st_nlink = 0
+        return attrs
+
+    def writers(self, f: OpenFile, detached: bool) -> pyfuse3.EntryAttributes:
+        """A writer's own attributes after it changed its stage, kept by the kernel no
+        longer than this request: tools that truncate check the size the kernel then holds
+        (RLIMIT_FSIZE, EFBIG)."""
+        if detached:
+            return self.detached(f.ino)
+        assert f.stage is not None
+        attrs = self.entry(f.ino, stat.S_IFREG | f.stage.mode, f.stage.size(), time.time_ns())
+        attrs.attr_timeout = attrs.entry_timeout = 0
         return attrs
 
     def dir_mode(self) -> int:

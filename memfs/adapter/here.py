@@ -1,15 +1,19 @@
 """`here`: the project of the process that looks (SPEC 4).
 
-Layer adapter (trio, no pyfuse3): the caller's working folder from /proc, up to its git work
-tree, a linked worktree mapped to its main checkout (slug.py). The walk up reads the disk,
-so it runs in a worker thread; answers are kept two seconds per folder, since a `git init`
-or a new worktree changes them.
+Layer adapter (trio; pyfuse3 for its errno): the caller's working folder from /proc, up to
+its git work tree, a linked worktree mapped to its main checkout (slug.py). The walk up reads
+the disk, so it runs in a worker thread; answers are kept two seconds per folder, since a
+`git init` or a new worktree changes them.
 """
 
 from __future__ import annotations
 
+import errno
+import os
 import time
 from pathlib import Path
+
+import pyfuse3
 
 from memfs.adapter import workers
 from memfs.adapter.inodes import HERE
@@ -24,6 +28,13 @@ class Here:
     def __init__(self, mountpoint: Path) -> None:
         self.mount = str(mountpoint)
         self._cache: dict[str, tuple[float, str]] = {}  # cwd -> (expiry, slug)
+
+    async def link(self, pid: int) -> bytes:
+        """What `here` reads as for ``pid``: ENOENT when it has no working folder."""
+        found = await self.slug(pid)
+        if found is None:
+            raise pyfuse3.FUSEError(errno.ENOENT)
+        return os.fsencode(found)
 
     async def slug(self, pid: int) -> str | None:
         """The slug ``pid``'s `here` names; None when it has no working folder."""

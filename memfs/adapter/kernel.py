@@ -1,4 +1,5 @@
-"""What the kernel holds of the view, and telling it what to forget (SPEC 5.4, 7.1).
+"""What the kernel holds of the view, how an open for reading is served, and telling the
+kernel what to forget (§5.4, §7.1).
 
 Layer adapter: knows pyfuse3 and trio. The one place that decides how an open is served, so
 that no read ever combines two versions:
@@ -46,8 +47,13 @@ import pyfuse3
 import trio
 
 from memfs.adapter import workers
-from memfs.adapter.inodes import ROOT_INODE, Key
+from memfs.adapter.inodes import ROOT_INODE, Inodes, Key
+from memfs.adapter.renderings import Renderings
+from memfs.adapter.writing import OpenFile, OpenFiles
+from memfs.disk.pins import Pins
+from memfs.disk.staging import Stage
 from memfs.rules.tree import parent_of
+from memfs.view.catalog import Catalog
 from memfs.view.project import MEMORY, PREAMBLE, Kind, Leaf, Project
 
 log = logging.getLogger(__name__)
@@ -258,3 +264,108 @@ class Kernel:
                 if exc.errno != errno.ENOENT:
                     self.errors += 1
                     log.debug("invalidate %s %s %r: %s", kind, ino, name, exc)
+
+
+class ReadOpens:
+    """The version an open for reading fixes, and how it is served (the rule above): the
+    page cache when the kernel holds that very version or nothing, else direct I/O."""
+
+    def __init__(
+        self,
+        kernel: Kernel,
+        files: OpenFiles,
+        pins: Pins,
+        renderings: Renderings,
+        recheck: Callable[[Project, int, str], None],
+    ) -> None:
+        self.kernel = kernel
+        self.files = files
+        self.pins = pins
+        self.renderings = renderings
+        self.recheck = recheck  # the watcher looks again at a file the disk holds anew
+
+    def own_stage(self, ino: int, pid: int) -> Stage | None:
+        """The stage through which thread ``pid`` writes ``ino`` itself, if it does: its
+        reads see what it wrote, as its stat shows it (writing.py)."""
+        if not self.files.has_writers(ino):
+            return None
+        mine = self.files.own_writer(ino, pid)
+        return mine.stage if mine is not None else None
+
+    def open(self, f: OpenFile, project: Project, leaf: Leaf) -> pyfuse3.FileInfo:
+        """Serve ``f``, an open for reading of ``leaf``; registers it in `files`."""
+        if leaf.kind is Kind.PREAMBLE:
+            # This inode shows one rendering, ever (renderings.py): its size and pages are that
+            # one's. Reached through a name the kernel has not looked up again since the
+            # project changed, it still serves that rendering, whole; the lookup queued by
+            # the change brings the new one.
+            f.data = self.renderings.of(f.ino, project)
+            return pyfuse3.FileInfo(fh=self.files.add(f), keep_cache=True)
+        if leaf.kind is Kind.MEMORY:
+            f.data = project.memory_index()
+        else:
+            f.version = leaf.version
+        token = token_of_leaf(project, leaf)
+        # Pin the version now and check it is the one the view reports: a change inotify
+        # has not told yet is read as the disk shows it, past the pages and size of the
+        # version before.
+        current = f.data is not None or self.pin(f, project)
+        writing = self.files.has_writers(f.ino)
+        served = self.kernel.open(f.ino, token) if current and not writing else None
+        f.token = token if served is not None else None
+        # Direct I/O: every read comes from this open's descriptor, and is not capped by a
+        # size the kernel may hold from another version.
+        return pyfuse3.FileInfo(
+            fh=self.files.add(f), direct_io=served is None, keep_cache=served is True
+        )
+
+    def pin(self, f: OpenFile, project: Project) -> bool:
+        """Open the version ``f`` reads; False when the disk holds another one by now (it is
+        read as the disk shows it, and the watcher reads the change)."""
+        v = f.version
+        assert v is not None
+        origin = project.origins[v.origin]
+        f.fd, current = self.pins.open(origin.root, origin.parts, v.path, (v.size, v.mtime_ns))
+        if not current:
+            self.recheck(project, v.origin, v.path)
+        return current
+
+    @staticmethod
+    def read(f: OpenFile, off: int, size: int) -> bytes:
+        """Never refused for a change on disk: the bytes the disk holds, as a local read."""
+        if f.stage is not None:
+            return f.stage.read(off, size)
+        if f.data is not None:
+            return f.data[off : off + size]
+        return os.pread(f.fd, size, off)
+
+
+class Publisher:
+    """What the kernel must forget after a change, whoever made it: the watcher (its
+    Listener protocol: a change on disk) and the write path (stages.Publisher)."""
+
+    def __init__(self, kernel: Kernel, catalog: Catalog, inodes: Inodes) -> None:
+        self.kernel = kernel
+        self.catalog = catalog
+        self.inodes = inodes
+        self.read_ahead: Callable[[Project], None] | None = None  # the watcher's, in a mount
+
+    def project_changed(self, project: Project) -> None:
+        self.kernel.publish(project, self.inodes.known)
+
+    def plan_applied(self, project: Project) -> None:
+        """A plan through the mount changed ``project``: once its changes pause, the
+        watcher reads ahead, off this thread, what the next renderings need."""
+        self.kernel.publish(project, self.inodes.known)
+        if self.read_ahead is not None:
+            self.read_ahead(project)
+
+    def root_changed(self, slug: str) -> None:
+        self.publish_root(slug)
+
+    def publish_root(self, slug: str) -> None:
+        self.kernel.publish_root(slug, self.inodes.known)
+
+    def publish_all(self) -> None:
+        for project in list(self.catalog.loaded().values()):
+            self.project_changed(project)

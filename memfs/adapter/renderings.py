@@ -16,7 +16,7 @@ from pathlib import Path
 from memfs.adapter.inodes import Inodes, Key
 from memfs.disk.config import Config
 from memfs.view.catalog import Catalog
-from memfs.view.project import Project, empty_preamble
+from memfs.view.project import PREAMBLE, Project, empty_preamble
 
 
 class Renderings:
@@ -35,6 +35,15 @@ class Renderings:
             return empty_preamble(self.config, project.slug, files_at)
         return project.preamble(files_at)
 
+    def inode_of(self, key: Key) -> int:
+        """The inode number of ``key`` when the kernel looks it up: PREAMBLE.md gets a new
+        one per rendering (see above), any other key keeps its own."""
+        if key[1] != PREAMBLE:
+            return self.inodes.number(key)
+        project = self.catalog.loaded().get(key[0]) or self.catalog.empty(key[0])
+        assert project is not None
+        return self.number(key, project)
+
     def number(self, key: Key, project: Project) -> int:
         """The inode number of ``project``'s PREAMBLE.md (at ``key``) as looked up now."""
         data = self.render(project)
@@ -46,6 +55,15 @@ class Renderings:
         ino = self.inodes.number(key)
         self._by_ino.setdefault(ino, data)
         return ino
+
+    def warm(self, project: Project) -> None:
+        """Render ``project``'s PREAMBLE.md and MEMORY.md (the watcher calls this in the
+        worker that built it, before publishing)."""
+        project.preamble(f"{self.mountpoint}/{project.slug}")
+        project.memory_index()
+
+    def size(self, ino: int, project: Project) -> int:
+        return len(self.of(ino, project))
 
     def of(self, ino: int, project: Project) -> bytes:
         """What inode ``ino`` shows: its own rendering, else the current one."""

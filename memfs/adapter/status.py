@@ -10,10 +10,16 @@ from __future__ import annotations
 import os
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from memfs.adapter.fs import MemFS
+from memfs.adapter.inodes import Inodes
+from memfs.adapter.kernel import Kernel
+from memfs.adapter.stages import Stages
+from memfs.adapter.watch import Watcher
+from memfs.adapter.writing import OpenFiles
+from memfs.disk.config import Config
+from memfs.view.catalog import Catalog
 
 STATUS_XATTR = "user.memfs.status"
 # An xattr value holds at most 64 KiB (XATTR_SIZE_MAX): each list is cut to this many items,
@@ -34,9 +40,12 @@ class Stats:
     opendir: int = 0
     readdir: int = 0
     releasedir: int = 0
-    commits: int = 0
     stale_swept: bool = False  # the crash sweep of the own source has finished
     stale_removed: int = 0
+
+    def count(self, op: str) -> None:
+        requests = self.requests
+        requests[op] = requests.get(op, 0) + 1  # half of a Counter's += 1, every request
 
     def all_requests(self) -> dict[str, int]:
         found = dict(self.requests)
@@ -49,7 +58,23 @@ class Stats:
 WARM_REQUESTS = ("open", "flush", "release", "opendir", "readdir", "releasedir")
 
 
-def report(ops: MemFS) -> dict[str, Any]:
+class Reporting(Protocol):
+    """What the report reads of the adapter (fs.MemFS): its parts, not its handlers."""
+
+    mountpoint: Path
+    config: Config
+    catalog: Catalog
+    stats: Stats
+    kernel: Kernel
+    inodes: Inodes
+    files: OpenFiles
+    stages: Stages
+
+    @property
+    def watcher(self) -> Watcher | None: ...
+
+
+def report(ops: Reporting) -> dict[str, Any]:
     found = _report(ops)
     for name in ("left_out", "memory_over_limit", "stale_own_heads"):
         items = found[name]
@@ -58,7 +83,7 @@ def report(ops: MemFS) -> dict[str, Any]:
     return found
 
 
-def _report(ops: MemFS) -> dict[str, Any]:
+def _report(ops: Reporting) -> dict[str, Any]:
     projects = ops.catalog.loaded()
     watcher = ops.watcher
     return {
@@ -77,7 +102,7 @@ def _report(ops: MemFS) -> dict[str, Any]:
         "requests_total": sum(requests.values()),
         "invalidations": ops.kernel.sent,
         "invalidation_errors": ops.kernel.errors,
-        "commits": ops.stats.commits,
+        "commits": ops.stages.commits,
         "loads": watcher.loads if watcher is not None else 0,
         "watch_events": watcher.events if watcher is not None else 0,
         # Folders inotify could not watch (its limit): changes in them show late.

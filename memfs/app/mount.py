@@ -380,12 +380,12 @@ def _raise_descriptor_limit() -> None:
 
 
 async def _serve(ops: MemFS, mountpoint: Path) -> None:
-    watcher = Watcher(ops.catalog, ops)
+    watcher = Watcher(ops.catalog, ops.publisher)
     watcher.turns.tune()
     ops.watcher = watcher
     try:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(ops.invalidator.run)
+            nursery.start_soon(ops.kernel.run)
             nursery.start_soon(watcher.run)
             nursery.start_soon(_signals, nursery.cancel_scope)
             nursery.start_soon(_announce_ready, ops, mountpoint)

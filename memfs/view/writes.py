@@ -33,7 +33,7 @@ from memfs.disk.staging import RENAME_NOREPLACE
 from memfs.rules import history, names, preamble
 from memfs.rules.history import in_history
 from memfs.rules.tree import ancestors, parent_of
-from memfs.view.catalog import Catalog
+from memfs.view.catalog import Catalog, is_project_name
 from memfs.view.project import PREAMBLE, Kind, Leaf, Origin, Project, Version
 
 __all__ = ["RENAME_EXCHANGE", "RENAME_NOREPLACE", "Plan", "Refused", "in_history"]
@@ -486,7 +486,18 @@ class Planner:
 
 
 def plan_new_project(catalog: Catalog, slug: str, mode: int) -> staging.MakeDir:
-    """mkdir at the root: the own source's folder for a new project (SPEC 4)."""
+    """mkdir at the root: the own source's folder for a new project (§4), named by its
+    canonical slug (the root lists every project: EEXIST for one any source holds).
+
+    Raises:
+        Refused: EROFS with no own source, EINVAL for a name that is no canonical slug.
+    """
+    if catalog.config.own is None:
+        raise Refused(errno.EROFS)
+    if not is_project_name(slug):
+        raise Refused(errno.EINVAL)  # only canonical slugs live at the root
+    if catalog.has(slug):
+        raise Refused(errno.EEXIST)
     place = catalog.own_place(slug)
     if place is None:
         raise Refused(errno.EROFS)

@@ -1,0 +1,130 @@
+"""Open folders: each `opendir`'s snapshot listing, and the entries `readdir` sends (§4).
+
+Layer adapter (pyfuse3), trio thread only. A listing is a snapshot per handle: cookies are
+positions in it, so a folder changing mid-listing neither skips nor repeats an entry. A
+project folder's listing keeps its entries' attributes while its stamp holds (attrs.py,
+`Listings`), so a warm `ls` or walk costs memfs no work per entry.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections.abc import Awaitable, Callable
+
+import pyfuse3
+
+from memfs.adapter.attrs import Listing, Listings, Shown
+from memfs.adapter.inodes import HERE, HERE_KEY, Inodes, Key
+from memfs.adapter.renderings import Renderings
+from memfs.adapter.writing import OpenFiles
+from memfs.view.catalog import Catalog
+from memfs.view.project import PREAMBLE, Project
+
+
+class OpenFolders:
+    """Every open folder handle's listing, and the replies to its readdir calls."""
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        files: OpenFiles,
+        inodes: Inodes,
+        shown: Shown,
+        renderings: Renderings,
+        project: Callable[[str], Awaitable[Project]],
+    ) -> None:
+        self.catalog = catalog
+        self.files = files
+        self.inodes = inodes
+        self.shown = shown
+        self.renderings = renderings
+        self._project = project  # a slug's project, loaded off the trio thread if need be
+        self.listings = Listings(shown)  # folder -> entries with attributes, kept
+        self._open: dict[int, Listing] = {}  # folder handle -> snapshot
+        self._next = 1
+
+    def open_root(self) -> int:
+        """The root's listing: `here` and every project (the catalog listed already)."""
+        names = [(HERE, HERE_KEY), *((s, (s, "")) for s in self.catalog.slugs())]
+        return self._add(Listing((-1, -1), [(os.fsencode(n), k, None) for n, k in names]))
+
+    def open(self, project: Project, path: str) -> int:
+        """A listing of folder ``path`` of ``project``, files being created included."""
+        slug = project.slug
+        pending = list(self.files.pending_names(slug, path)) if self.files.creating() else []
+        found = self.listings.of(project, path, pending, self.inodes.epoch)
+        if found is None:
+            raise pyfuse3.FUSEError(errno.ENOTDIR if project.tree.leaf(path) else errno.ENOENT)
+        return self._add(found)
+
+    def _add(self, listing: Listing) -> int:
+        dh = self._next
+        self._next += 1
+        self._open[dh] = listing
+        return dh
+
+    def close(self, fh: int) -> None:
+        self._open.pop(fh, None)
+
+    async def reply(self, fh: int, start_id: int, token: pyfuse3.ReaddirToken) -> None:
+        """Send the entries from ``start_id`` on, as many as the reply takes."""
+        listing = self._open.get(fh)
+        if listing is None or start_id >= len(listing.entries):
+            return  # the end (every `ls` asks once more until an empty reply)
+        entries = listing.entries
+        # The entries of a project folder share its project; the root's (slugs) have none.
+        project: Project | None = None
+        kept = False  # whether the attributes kept in the listing still hold
+        slug, path = entries[start_id][1]
+        if slug and path:
+            project = self.catalog.loaded().get(slug) or await self._project(slug)
+            kept = listing.holds(project, self.inodes.epoch)
+        # Every entry the reply takes counts as a kernel lookup, but only once the reply is
+        # sent: a readdir that fails mid-way sends the kernel an error and none of them.
+        taken: list[int] = []
+        reply = pyfuse3.readdir_reply
+        for pos in range(start_id, len(entries)):
+            name, key, attrs = entries[pos]
+            # A warm listing's entry is kept whole (with its number): nothing to do.
+            if attrs is None or not kept or key[1] == PREAMBLE or not attrs.st_ino:
+                attrs = self._entry_attrs(listing, pos, project, kept)
+                if attrs is None:
+                    continue  # vanished since opendir
+            if not reply(token, name, attrs, pos + 1):
+                break
+            taken.append(attrs.st_ino)
+        self.inodes.looked_up_all(taken)
+
+    def _entry_attrs(
+        self, listing: Listing, pos: int, project: Project | None, kept: bool
+    ) -> pyfuse3.EntryAttributes | None:
+        """Listing entry ``pos``'s attributes made (and kept when they may be), its inode
+        number given; None if it is gone."""
+        _, key, attrs = listing.entries[pos]
+        try:
+            if key[1] == PREAMBLE and project is not None:
+                return self._preamble_entry(listing, key, project, kept)
+            if attrs is None or not kept:
+                attrs = self.shown.of(0, key, project)
+                if kept:
+                    listing.keep(pos, attrs)
+        except pyfuse3.FUSEError:
+            return None
+        if not kept or not attrs.st_ino:  # a kept entry keeps its number with its stamp
+            attrs.st_ino = self.renderings.inode_of(key)
+        return attrs
+
+    def _preamble_entry(
+        self, listing: Listing, key: Key, project: Project, kept: bool
+    ) -> pyfuse3.EntryAttributes:
+        """PREAMBLE.md's entry: its rendering's inode number and size. Made again only
+        when the listing's stamp or the rendering changed (each `ls` lists it)."""
+        data = self.renderings.render(project)
+        if kept and listing.preamble and listing.preamble[0][0] is data:
+            return listing.preamble[0][1]
+        attrs = self.shown.of(0, key, project)
+        attrs.st_ino = self.renderings.inode_of(key)
+        attrs.st_size = len(self.renderings.of(attrs.st_ino, project))
+        listing.preamble[:] = [(data, attrs)] if kept else []
+        return attrs

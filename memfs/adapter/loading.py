@@ -1,0 +1,66 @@
+"""A request's project: listed and loaded off the request thread on first use (§4, §7a).
+
+Layer adapter (trio), trio thread only. With a watcher (a mount), the watcher lists the
+source roots and builds projects in worker threads, one load per project however many
+requests wait for it; without one (the adapter tests), a worker call does the same.
+"""
+
+from __future__ import annotations
+
+import errno
+
+import pyfuse3
+
+from memfs.adapter import workers
+from memfs.adapter.inodes import Key
+from memfs.adapter.watch import Watcher
+from memfs.view.catalog import Catalog
+from memfs.view.project import Project
+
+
+class Projects:
+    """The catalog's projects as requests need them."""
+
+    def __init__(self, catalog: Catalog) -> None:
+        self.catalog = catalog
+        self.watcher: Watcher | None = None  # set by mount.py
+
+    async def listed(self) -> None:
+        """Every source root listed (the root's entries), off this thread."""
+        if self.watcher is not None:
+            await self.watcher.listing()
+        elif not self.catalog.listed:
+            self.catalog.set_listing(await workers.run(self.catalog.read_listing))
+
+    async def get(self, slug: str) -> Project:
+        """``slug``'s project, loaded off this thread on first use; an empty one for a
+        canonical slug no source holds yet (§4: `here` never dangles)."""
+        project = self.catalog.loaded().get(slug)
+        if project is not None:
+            return project
+        await self.listed()
+        if self.watcher is not None:
+            project = await self.watcher.load(slug)
+        elif self.catalog.has(slug):
+            project = await workers.run(self.catalog.build, slug)
+            project = self.catalog.loaded().get(slug) or self.catalog.adopt(project)
+        if project is None:
+            project = self.catalog.empty(slug)
+        if project is None:
+            raise pyfuse3.FUSEError(errno.ENOENT)
+        return project
+
+    def recheck(self, project: Project, origin: int, path: str) -> None:
+        """A request found ``path`` changed on disk before inotify told: the watcher looks."""
+        if self.watcher is not None:
+            self.watcher.recheck(project, origin, path)
+
+    def exists(self, key: Key) -> bool:
+        """Whether ``key`` names something the view shows now (memory only: no load)."""
+        slug, path = key
+        if not path:
+            return self.catalog.has(slug) if slug else True
+        project = self.catalog.loaded().get(slug)
+        return project is not None and (
+            project.tree.leaf(path) is not None or project.tree.is_dir(path)
+        )
