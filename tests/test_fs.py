@@ -632,13 +632,19 @@ async def test_a_head_file_is_read_through_the_descriptor_its_open_pinned(
     assert await ops.read(info.fh, len(body), 100) == b""
     assert await ops.read(info.fh, 10_000, 100) == b""
     await ops.release(info.fh)
-    # The file's descriptor goes with its open; the folder's stays.
-    assert open_fds() == fds + 1
+    # Its pages may stay in the kernel's cache: the descriptor of the version they hold is
+    # kept with them (kernel.py), and the next open of that version reads through it once
+    # an fstat shows it still is that version.
+    assert open_fds() == fds + 2
     assert ops.status()["open_handles"] == 0
     again = await ops.open(a.st_ino, os.O_RDONLY, CTX)
-    assert again.keep_cache  # the same version: the kernel's pages of it may serve it
+    assert again.keep_cache
+    assert open_fds() == fds + 2
+    assert ops.files.get(again.fh).borrowed
     assert await ops.read(again.fh, 0, 4096) == body
     await ops.release(again.fh)
+    # The kernel forgets the inode: the descriptor goes with its pages.
+    await ops.forget([(a.st_ino, ops.inodes.lookups(a.st_ino))])
     ops.pins.close()
     assert open_fds() == fds
 
@@ -648,11 +654,16 @@ async def test_a_reader_open_while_a_file_is_written_reads_the_committed_bytes(
 ) -> None:
     ops = sample.ops
     a = await walk(ops, f"{CLAUDE_SLUG}/a.md")
+    assert await cat(ops, a.st_ino) == OWN_A.encode()  # its descriptor is kept
     writer = await ops.open(a.st_ino, os.O_RDWR, CTX)
     assert await ops.write(writer.fh, 0, b"O") == 1
     # While it is written, other readers are served with direct I/O, the committed bytes.
     reader = await ops.open(a.st_ino, os.O_RDONLY, FakeContext(pid=os.getpid() + 1))
     assert reader.direct_io
+    # Served past the page cache, it reads through a descriptor of its own: the record
+    # that keeps the cached version's may close it at any time.
+    assert not ops.files.get(reader.fh).borrowed
+    ops.kernel.forgotten(a.st_ino)
     assert await ops.read(reader.fh, 0, 4096) == OWN_A.encode()
     await ops.release(reader.fh)
     await ops.release(writer.fh)  # nothing flushed, but its release commits it

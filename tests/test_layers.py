@@ -29,8 +29,8 @@ def layer_of(module: str) -> int | None:
     return LAYERS.index(parts[1])
 
 
-def module_name(path: Path) -> str:
-    rel = path.relative_to(PACKAGE.parent).with_suffix("")
+def module_name(path: Path, root: Path = PACKAGE) -> str:
+    rel = path.relative_to(root.parent).with_suffix("")
     parts = list(rel.parts)
     if parts[-1] == "__init__":
         parts.pop()
@@ -59,14 +59,18 @@ def violations(root: Path = PACKAGE) -> list[str]:
     """Every import that climbs a layer or brings pyfuse3/trio below the adapter."""
     found = []
     for path in sorted(root.rglob("*.py")):
-        module = module_name(path)
+        module = module_name(path, root)
         own = layer_of(module)
         if own is None:
             continue
         tree = ast.parse(path.read_text(encoding="utf-8"))
+        told: set[int] = set()  # one finding per import statement
         for line, name in imported(tree):
+            if line in told:
+                continue
             top = name.split(".")[0]
             where = f"{path.relative_to(root.parent)}:{line}"
+            before = len(found)
             if name.startswith("relative import"):
                 found.append(f"{where}: a {name}")
             if top in ("pyfuse3", "trio") and own < FUSE_FROM:
@@ -74,6 +78,8 @@ def violations(root: Path = PACKAGE) -> list[str]:
             target = layer_of(name)
             if target is not None and target > own:
                 found.append(f"{where}: {LAYERS[own]} imports {name} ({LAYERS[target]})")
+            if len(found) > before:
+                told.add(line)
     return found
 
 
@@ -82,7 +88,7 @@ def sizes(root: Path = PACKAGE) -> tuple[list[tuple[int, str]], list[tuple[int, 
     modules, classes = [], []
     for path in sorted(root.rglob("*.py")):
         text = path.read_text(encoding="utf-8")
-        name = module_name(path)
+        name = module_name(path, root)
         modules.append((len(text.splitlines()), name))
         for node in ast.walk(ast.parse(text)):
             if isinstance(node, ast.ClassDef):

@@ -378,7 +378,7 @@ class MemFS(pyfuse3.Operations):
             return
         created = self.files.pending(f.key) is f  # never committed: its name stays, if empty
         self.files.pop(fh)
-        if f.fd >= 0:
+        if f.fd >= 0 and not f.borrowed:
             os.close(f.fd)
         if f.token is not None:
             self.kernel.closed(f.ino)

@@ -28,6 +28,10 @@ that no read ever combines two versions:
   shows it, as a local reader would, until the watcher's invalidation reaches the kernel.
   Every open checks its descriptor with an fstat against the version the view reports
   (`pins.py`): one that does not match is served with direct I/O, past the page cache.
+* The descriptor of the version the kernel's pages hold is kept with its record, so the
+  next open of that version costs an fstat instead of an openat, an fstat and a close
+  (`Kernel.reuse`); the fstat is what makes it safe. An open served with direct I/O reads
+  through a copy of its own: the record may close its descriptor whenever it is dropped.
 
 Invalidations are sent by `Kernel.run`, a task of its own, from a worker thread: a notify
 sent inside a handler can deadlock the mount (FUSE-NOTES).
@@ -39,6 +43,7 @@ import errno
 import logging
 import math
 import os
+import resource
 from collections import Counter
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
@@ -84,6 +89,9 @@ def token_of_leaf(project: Project, leaf: Leaf) -> Token:
 class _Cached:
     token: Token
     readers: int = 0  # opens served through the page cache that are still open
+    # That version's descriptor, kept while the kernel may hold its pages: the next open of
+    # the same version reads through it once an fstat shows it is still that version.
+    fd: int = -1
 
 
 class Kernel:
@@ -98,6 +106,10 @@ class Kernel:
         self._drained: dict[int, trio.Event] = {}  # inode -> set when its readers are gone
         self.sent = 0
         self.errors = 0
+        # Descriptors kept in _Cached records: at most half of what the process may open
+        # (pins.py keeps an eighth), the rest for handles, stages and the rest.
+        self.fd_limit = min(resource.getrlimit(resource.RLIMIT_NOFILE)[0] // 2, 65536)
+        self.fds_kept = 0
 
     # --- serving an open ------------------------------------------------------------
 
@@ -122,8 +134,46 @@ class Kernel:
             self.inode(ino)
         return None
 
+    def reuse(self, f: OpenFile, token: Token) -> bool:
+        """Let ``f`` read through the descriptor kept for its very version, if one is and
+        an fstat shows the file behind it is still that version (a file rewritten in place
+        is another version under the same descriptor): no openat, no close."""
+        cached, v = self._cached.get(f.ino), f.version
+        if cached is None or cached.fd < 0 or cached.token != token or v is None:
+            return False
+        if self._queued.get(f.ino):
+            return False
+        st = os.fstat(cached.fd)
+        if st.st_mtime_ns != v.mtime_ns or st.st_size != v.size:
+            return False
+        f.fd, f.borrowed = cached.fd, True
+        return True
+
+    def lend(self, f: OpenFile, served: bool | None) -> None:
+        """After `open` said how ``f`` is served: a reader through the page cache hands
+        its descriptor to the record (or goes on borrowing the record's); any other must
+        not borrow it (the record may close it while ``f`` reads), so it reads through a
+        copy of its own."""
+        if served and f.fd >= 0 and not f.borrowed and f.data is None:
+            f.borrowed = self._keep_fd(f.ino, f.fd)
+        elif not served and f.borrowed:
+            f.fd, f.borrowed = os.dup(f.fd), False
+
+    def _keep_fd(self, ino: int, fd: int) -> bool:
+        """Keep ``fd`` with the record of ``ino``; False when one is kept already or too
+        many are."""
+        cached = self._cached.get(ino)
+        if cached is None or cached.fd >= 0 or self.fds_kept >= self.fd_limit:
+            return False
+        cached.fd = fd
+        self.fds_kept += 1
+        return True
+
     def _drop(self, ino: int) -> None:
-        self._cached.pop(ino, None)
+        cached = self._cached.pop(ino, None)
+        if cached is not None and cached.fd >= 0:
+            os.close(cached.fd)
+            self.fds_kept -= 1
 
     def holds_other(self, ino: int, token: Token) -> bool:
         """Whether an open reading another version than ``token`` uses the page cache."""
@@ -309,10 +359,12 @@ class ReadOpens:
         # Pin the version now and check it is the one the view reports: a change inotify
         # has not told yet is read as the disk shows it, past the pages and size of the
         # version before.
-        current = f.data is not None or self.pin(f, project)
+        kernel = self.kernel
+        current = f.data is not None or kernel.reuse(f, token) or self.pin(f, project)
         writing = self.files.has_writers(f.ino)
-        served = self.kernel.open(f.ino, token) if current and not writing else None
+        served = kernel.open(f.ino, token) if current and not writing else None
         f.token = token if served is not None else None
+        kernel.lend(f, served)
         # Direct I/O: every read comes from this open's descriptor, and is not capped by a
         # size the kernel may hold from another version.
         return pyfuse3.FileInfo(

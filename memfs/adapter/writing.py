@@ -36,6 +36,7 @@ class OpenFile:
     key: Key
     version: Version | None = None  # the version it opened (None: synthetic or created)
     fd: int = -1  # that version's file, opened once and closed at release
+    borrowed: bool = False  # ``fd`` is the kernel record's (kernel.py), not closed by it
     data: bytes | None = None  # PREAMBLE.md or the MEMORY.md union, fixed at open
     token: object = None  # what the kernel's pages hold for it (kernel.py); None: direct I/O
     # Writing
