@@ -281,6 +281,23 @@ async def test_rename_onto_an_existing_own_file_replaces_it_whole(
     assert await missing(ops, "x.md")
 
 
+async def test_a_writer_of_a_name_renamed_over_never_commits_over_the_file_renamed_in(
+    sample: Sample, notes: Path
+) -> None:
+    """On a local disk the writer writes into the replaced inode: its close never brings its
+    bytes back over the file another process renamed onto the name."""
+    ops = sample.ops
+    write(sample.own / "x.md", "x body\n", at(9))
+    await find(ops, "x.md")
+    fh = await open_for_write(ops, "notes.md")
+    assert await ok(ops, ops.write(fh, 0, b"the writer's bytes\n")) == 19
+    await rename(ops, "x.md", "notes.md")
+    await close(ops, fh)
+    assert notes.read_bytes() == b"x body\n"
+    assert await body(ops, "notes.md") == b"x body\n"
+    assert stage_leftovers(sample.home.home) == []
+
+
 async def test_rename_onto_a_read_only_head_makes_the_own_version_the_head(
     sample: Sample, notes: Path
 ) -> None:

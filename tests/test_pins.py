@@ -107,7 +107,8 @@ def test_the_daemon_raises_its_descriptor_limit_before_it_keeps_any() -> None:
     # raises it to the hard limit, and the folders kept are an eighth of the new one.
     script = (
         "import resource\n"
-        "from memfs import mount, pins\n"
+        "from memfs.app import mount\n"
+        "from memfs.disk import pins\n"
         "hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]\n"
         "resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))\n"
         "mount._raise_descriptor_limit()\n"

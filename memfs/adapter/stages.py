@@ -77,12 +77,17 @@ class Stages:
     def planner(self, project: Project) -> writes.Planner:
         return writes.Planner.of(self.config, self.catalog, project)
 
-    async def run(self, project: Project, plan: writes.Plan) -> None:
+    async def run(
+        self, project: Project, plan: writes.Plan, *, void: Callable[[], bool] | None = None
+    ) -> None:
         """Apply ``plan`` in one worker call, absorb what it found, publish; then raise the
-        error of the step that failed, if one did (the view shows the disk either way)."""
+        error of the step that failed, if one did (the view shows the disk either way).
+        ``void`` is asked once the commit lock is held: a plan it voids is not applied."""
         apply = plan.application(project, self.config.limits.max_file_bytes)
         await self._take_commit_lock()
         try:
+            if void is not None and void():
+                return
             applied = await workers.run(apply)
         finally:
             self._commit_lock.release()
@@ -247,7 +252,10 @@ class Stages:
             plan = self.planner(project).commit(
                 stage, f.key[1], keep=f.keeps_history, created=created
             )
-            await self.run(project, plan)
+            # A rename onto its name or an unlink may run while this commit waits for the
+            # lock: it discards the handle before any other plan runs (fs.py), and then
+            # this one must not land (the name is another file's, or none).
+            await self.run(project, plan, void=lambda: f.discard)
         f.keeps_history = f.unsaved = False
         self.files.settled(f)
         self.commits += 1
