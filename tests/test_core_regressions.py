@@ -181,4 +181,4 @@ def test_a_kept_copy_with_the_computed_history_name_outlives_the_original(
     leaf = project.tree.leaf(name)
     assert leaf is not None
     assert leaf.version is not None
-    assert project.read(leaf.version) == b"old body"
+    assert project.documents.read(leaf.version) == b"old body"

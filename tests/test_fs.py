@@ -31,7 +31,7 @@ from memfs.disk import config as cfg
 from memfs.disk import procs
 from memfs.disk.sources import NAME_MAX, STAGE_PREFIX
 from memfs.rules.slug import canonical_slug, claude_slug
-from memfs.view import project as project_module
+from memfs.view import documents as documents_module
 from memfs.view.project import Project, history_stamp
 
 CTX = FakeContext()
@@ -473,7 +473,7 @@ async def test_readdir_lists_preamble_as_its_rendering_now(
     assert await preamble_entry() is first  # kept: no rendering, no attributes made
     assert b"later.md" not in await cat(ops, first.st_ino)
     later = SimpleNamespace(time_ns=lambda: now + 7200 * 10**9, monotonic_ns=time.monotonic_ns)
-    monkeypatch.setattr(project_module, "time", later)
+    monkeypatch.setattr(documents_module, "time", later)  # the rendering's clock
     due = await preamble_entry()
     assert due.st_ino != first.st_ino  # a new rendering, a new inode (renderings.py)
     body = await cat(ops, due.st_ino)

@@ -34,7 +34,8 @@ from memfs.rules.preamble import (
     utc_minute,
     water_fill,
 )
-from memfs.view.project import HISTORY, Kind, empty_preamble, history_stamp
+from memfs.view.documents import empty_preamble
+from memfs.view.project import HISTORY, Kind, history_stamp
 
 PROPS = settings(deadline=None, max_examples=300, database=None)
 
@@ -1031,7 +1032,7 @@ def test_stale_own_head_is_marked_everywhere(fh: FakeHome) -> None:
         f"; own copy older than {stale['indexed.md']})".encode()
     )
     assert b"fresh.md (own copy" not in text  # the own version is the newest: no mark
-    assert project.stale_own_heads() == sorted(stale.items())
+    assert project.documents.stale_own_heads() == sorted(stale.items())
 
 
 def test_stale_mark_on_a_recent_heading(fh: FakeHome) -> None:
@@ -1055,17 +1056,17 @@ def test_no_stale_mark_without_a_newer_version_elsewhere(fh: FakeHome) -> None:
     write(fh.pi() / "only-work.md", "pi\n", at(30))
     project = load_project(fh.config())
     assert b"own copy older" not in project.preamble(MOUNT_AT, NOW)
-    assert project.stale_own_heads() == []
+    assert project.documents.stale_own_heads() == []
 
 
 def test_a_whited_out_newer_version_is_no_mark(fh: FakeHome) -> None:
     write(fh.memory(".claude") / "notes.md", "own\n", at(10))
     write(fh.memory(".claude-work") / "notes.md", "dismissed\n", at(20))
     project = load_project(fh.config())
-    assert len(project.stale_own_heads()) == 1
+    assert len(project.documents.stale_own_heads()) == 1
     project.whiteout("notes.md")
     project._check()
-    assert project.stale_own_heads() == []
+    assert project.documents.stale_own_heads() == []
     assert b"own copy older" not in project.preamble(MOUNT_AT, NOW)
 
 
@@ -1074,26 +1075,26 @@ def test_a_future_newer_version_marks_once_it_is_due(fh: FakeHome) -> None:
     write(fh.memory(".claude-work") / "notes.md", "from the future\n", at(2000))
     project = load_project(fh.config())
     assert b"own copy older" not in project.preamble(MOUNT_AT, NOW)
-    assert project.preamble_valid_until() == at(2000)
+    assert project.documents.preamble_valid_until() == at(2000)
     assert b"own copy older than .history/notes.md/work@" in project.preamble(MOUNT_AT, at(2000))
     # Status counts versions of any date.
-    assert [p for p, _ in project.stale_own_heads()] == ["notes.md"]
+    assert [p for p, _ in project.documents.stale_own_heads()] == ["notes.md"]
 
 
 def test_stale_own_heads_follow_changes(fh: FakeHome) -> None:
     own, work = fh.memory(".claude"), fh.memory(".claude-work")
     write(own / "a.md", "own\n", at(10))
     project = load_project(fh.config())
-    assert project.stale_own_heads() == []
+    assert project.documents.stale_own_heads() == []
     write(work / "a.md", "newer\n", at(20))
     project.rescan(1)
     project._check()
-    assert project.stale_own_heads() == [
+    assert project.documents.stale_own_heads() == [
         ("a.md", f"{HISTORY}/a.md/work@{history_stamp(at(20))}.md")
     ]
     write(own / "a.md", "own, newest again\n", at(30))
     project.rescan(0)
-    assert project.stale_own_heads() == []
+    assert project.documents.stale_own_heads() == []
 
 
 def test_memory_over_claude_codes_limit(fh: FakeHome) -> None:
@@ -1104,7 +1105,7 @@ def test_memory_over_claude_codes_limit(fh: FakeHome) -> None:
     project = load_project(fh.config())
     merged = project.memory_index()
     assert merged == "".join(lines).encode()
-    assert project.memory_over_limit() == MemoryOverLimit(210, len(merged), 10, "lines")
+    assert project.documents.memory_over_limit() == MemoryOverLimit(210, len(merged), 10, "lines")
     text = project.preamble(MOUNT_AT, NOW)
     assert (
         b"## Index: MEMORY.md\n\n[MEMORY.md is longer than Claude Code loads (its first 200 "
@@ -1116,9 +1117,9 @@ def test_memory_over_claude_codes_limit(fh: FakeHome) -> None:
 def test_memory_within_claude_codes_limit(fh: FakeHome) -> None:
     write(fh.memory(".claude") / "MEMORY.md", "- [a](a.md)\n" * 200, at(1))
     project = load_project(fh.config())
-    assert project.memory_over_limit() is None
+    assert project.documents.memory_over_limit() is None
     assert b"longer than Claude Code loads" not in project.preamble(MOUNT_AT, NOW)
-    assert load_project(fh.config(), "-no-such-project").memory_over_limit() is None
+    assert load_project(fh.config(), "-no-such-project").documents.memory_over_limit() is None
 
 
 def test_files_that_are_not_text_are_indexed_not_inlined(fh: FakeHome) -> None:
@@ -1265,7 +1266,7 @@ def test_project_preamble_properties(
     if handoffs:
         assert handoffs[0].startswith(f"Handoff: {max(present)[1]} (from ".encode())
     # Every own head with a newer version elsewhere, as status sees it, is a real view path.
-    for view_path, newer in project.stale_own_heads():
+    for view_path, newer in project.documents.stale_own_heads():
         leaf = project.tree.leaf(newer)
         assert leaf is not None
         assert leaf.kind is Kind.HISTORY

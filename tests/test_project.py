@@ -9,6 +9,8 @@ each other and with a fresh load of the same files from disk.
 from __future__ import annotations
 
 import dataclasses
+import gc
+import weakref
 from pathlib import Path
 
 import pytest
@@ -28,6 +30,7 @@ from hypothesis import strategies as st
 from memfs.disk.config import Config, PreambleSettings, SourceSpec
 from memfs.disk.sources import FileStat
 from memfs.rules.tree import ancestors
+from memfs.view import documents as project_documents
 from memfs.view.project import HISTORY, Kind, Leaf, Origin, Project, history_stamp
 
 PROPS = settings(deadline=None, max_examples=100, database=None)
@@ -78,7 +81,7 @@ def test_head_is_the_own_version_even_when_older(fh: FakeHome) -> None:
     }
     head = project.head("a.md")
     assert head is not None
-    assert project.read(head) == b"own"
+    assert project.documents.read(head) == b"own"
     assert len(project.versions("a.md")) == 3
 
 
@@ -723,7 +726,7 @@ def test_a_conflict_copy_is_a_version_of_its_original(fh: FakeHome) -> None:
     leaf = project.leaf(hist("notes.md", "work", at(3)))
     assert leaf is not None
     assert leaf.version is not None
-    assert project.read(leaf.version) == b"the losing edit"
+    assert project.documents.read(leaf.version) == b"the losing edit"
     assert project.conflicts("notes.md") == 1
     assert project.conflicts("sub/b.md") == 1
     assert project.conflicts("other.md") == 0
@@ -780,18 +783,18 @@ def test_a_memory_conflict_copy_joins_the_union(fh: FakeHome) -> None:
 def test_looks_at_vanished_paths_are_forgotten_in_time(fh: FakeHome) -> None:
     # Every temp name a writer used is looked at twice (made, renamed away): the record of
     # those looks must not grow for ever (the soak's RSS), nor forget a live path's.
-    from memfs.view import project as project_mod
+    from memfs.view import holdings
 
     write(fh.memory(".claude") / "kept.md", "kept", at(1))
     project = load_project(fh.config())
     start = 10**12
     project.observe(0, "kept.md", FileStat("kept.md", 4, at(1)), start)
-    for n in range(3 * project_mod.SEEN_SLACK):
-        t = start + n * project_mod.SEEN_KEEP_NS // 100
+    for n in range(3 * holdings.SEEN_SLACK):
+        t = start + n * holdings.SEEN_KEEP_NS // 100
         name = f"kept.md.tmp.1.{n:012x}"
         project.observe(0, name, FileStat(name, 1, at(2)), t)
         project.observe(0, name, None, t + 1)
-    assert len(project._seen) <= 2 * project_mod.SEEN_SLACK
+    assert len(project._seen) <= 2 * holdings.SEEN_SLACK
     assert (0, "kept.md") in project._seen  # a path that is there keeps its look
     project._check()
 
@@ -838,14 +841,38 @@ def test_a_rescan_that_finds_nothing_new_changes_nothing(fh: FakeHome) -> None:
     project._check()
 
 
+def test_a_dropped_project_is_freed_by_reference_counting_alone(fh: FakeHome) -> None:
+    # The watcher freezes every loaded project out of the collector's sight (watch.Turns),
+    # so only reference counting frees one dropped since: a project and its documents
+    # (which hold it weakly) must make no reference cycle, caches filled or not.
+    own, work = fh.memory(".claude"), fh.memory(".claude-work")
+    write(own / "MEMORY.md", "- [a](a.md)\n", at(1))
+    write(work / "MEMORY.md", "- [b](b.md)\n", at(2))
+    write(own / "notes.md", "own\n", at(3))
+    write(work / "notes.md", "newer elsewhere\n", at(4))
+    project = load_project(fh.config())
+    project.preamble(FILES_AT, now_ns=at(100))
+    project.documents.stale_own_heads()
+    project.documents.memory_over_limit()
+    project.keep_bodies(project_documents.read_bodies(project.bodies_wanted(now_ns=at(100))))
+    project._check()
+    gone = weakref.ref(project)
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        del project
+        assert gone() is None
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def test_bodies_read_ahead_leave_the_renderings_nothing_to_read(
     fh: FakeHome, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # SPEC 7a: the watcher reads what the next PREAMBLE.md and MEMORY.md need in a worker
     # (bodies_wanted, read_bodies, keep_bodies); the renderings, on the request thread,
     # then read nothing, and are byte for byte what reading the disk gives.
-    from memfs.view import project as project_mod
-
     own, work, pi = fh.memory(".claude"), fh.memory(".claude-work"), fh.pi()
     write(own / "MEMORY.md", "- [a](a.md)\n", at(1))
     write(work / "MEMORY.md", "- [b](b.md)\nwork line\n", at(2))
@@ -862,14 +889,14 @@ def test_bodies_read_ahead_leave_the_renderings_nothing_to_read(
     for part in (b"latest handoff", b"work line", b"[c](c.md)", b"topic 40", b"body 79"):
         assert part in want_preamble, part  # handoff, union, descriptions, newest inlined
     project = load_project(fh.config())
-    project.keep_bodies(project_mod.read_bodies(project.bodies_wanted(now_ns=at(100))))
+    project.keep_bodies(project_documents.read_bodies(project.bodies_wanted(now_ns=at(100))))
     reads: list[str] = []
 
     def refuse(root: Path, parts: object, path: str, limit: int) -> bytes:
         reads.append(path)
         raise AssertionError(f"read {path} on the request thread")
 
-    monkeypatch.setattr(project_mod.sources, "read_file", refuse)
+    monkeypatch.setattr(project_documents.sources, "read_file", refuse)
     assert project.memory_index() == want_memory
     assert project.preamble(FILES_AT, now_ns=at(100)) == want_preamble
     assert reads == []
@@ -878,6 +905,6 @@ def test_bodies_read_ahead_leave_the_renderings_nothing_to_read(
     write(own / "t79.md", "---\ndescription: changed\n---\nbody 79, changed\n", at(20))
     project.rescan(0)
     assert [v.path for v, _ in project.bodies_wanted(now_ns=at(100))] == ["t79.md"]
-    project.drop_bodies()  # dropped: the disk again
+    project.documents.drop_bodies()  # dropped: the disk again
     with pytest.raises(AssertionError, match="on the request thread"):
-        project.read(project.versions("t00.md")[0])
+        project.documents.read(project.versions("t00.md")[0])

@@ -241,7 +241,8 @@ async def test_a_change_on_disk_is_read_ahead_for_the_renderings(
 
     def kept(path: str, text: bytes) -> bool:
         """Some version of ``path`` holding ``text`` is read ahead."""
-        return any(text in project._bodies.get(v, (0, b""))[1] for v in project.versions(path))
+        bodies = project.documents._bodies
+        return any(text in bodies.get(v, (0, b""))[1] for v in project.versions(path))
 
     try:
         async with trio.open_nursery() as nursery:
@@ -284,7 +285,7 @@ async def test_a_change_through_the_mount_is_read_ahead_when_the_adapter_asks(
         async with trio.open_nursery() as nursery:
             nursery.start_soon(watcher.run)
             watcher.read_ahead_soon(project)
-            await eventually(lambda: head in project._bodies, "read ahead")
+            await eventually(lambda: head in project.documents._bodies, "read ahead")
             monkeypatch.setattr(sources, "read_file", None)  # nothing is read any more
             assert project.memory_index() == b"- [own](own.md)\n- [work](work.md)\n"
             assert b"[work](work.md)" in project.preamble("/mnt/x")

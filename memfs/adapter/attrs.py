@@ -99,7 +99,7 @@ class Shown:
             size = self.preamble_size(ino, project)
             # It changes by itself when a future-dated file comes due: the kernel may keep
             # the entry only until then.
-            due = (project.preamble_valid_until() - time.time_ns()) / 1e9
+            due = (project.documents.preamble_valid_until() - time.time_ns()) / 1e9
             timeout = max(0.0, min(CACHE_TIMEOUT, due))
             return self.entry(ino, stat.S_IFREG | 0o444, size, mtime, timeout)
         assert leaf.version is not None

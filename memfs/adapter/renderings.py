@@ -16,7 +16,8 @@ from pathlib import Path
 from memfs.adapter.inodes import Inodes, Key
 from memfs.disk.config import Config
 from memfs.view.catalog import Catalog
-from memfs.view.project import PREAMBLE, Project, empty_preamble
+from memfs.view.documents import empty_preamble
+from memfs.view.project import PREAMBLE, Project
 
 
 class Renderings:

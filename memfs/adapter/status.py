@@ -118,11 +118,11 @@ def _report(ops: Reporting) -> dict[str, Any]:
         "memory_over_limit": [
             {"project": slug, "lines": o.lines, "bytes": o.size, "beyond": o.topics_beyond}
             for slug, p in sorted(projects.items())
-            if (o := p.memory_over_limit()) is not None
+            if (o := p.documents.memory_over_limit()) is not None
         ],
         "stale_own_heads": [
             {"project": slug, "path": path, "newer": newer}
             for slug, p in sorted(projects.items())
-            for path, newer in p.stale_own_heads()
+            for path, newer in p.documents.stale_own_heads()
         ],
     }

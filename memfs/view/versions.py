@@ -1,0 +1,60 @@
+"""The values a project's view is made of: the source folders it reads (`Origin`), the
+versions they hold (`Version`), what a view path shows (`Kind`, `Leaf`), and the names
+memfs serves itself.
+
+Apart from project.py so that the documents derived from a view (documents.py) name them
+without importing the view, which owns its documents. Layer view: plain values, no I/O.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from memfs.rules import history
+
+HISTORY = history.HISTORY
+PREAMBLE = "PREAMBLE.md"
+MEMORY = "MEMORY.md"
+# Names at a project's root that memfs itself serves; a source file there is history only.
+RESERVED = frozenset({HISTORY, PREAMBLE})
+DIR_WHITEOUT = -1  # the mtime field of a folder's whiteout
+FOREVER_NS = 1 << 62  # a moment no file is dated at: "never", for what comes due later
+
+
+@dataclass(frozen=True)
+class Origin:
+    """One source folder that belongs to this project (a source may bring several)."""
+
+    source: int  # index into the config's sources
+    root: Path
+    parts: tuple[str, ...]  # slug folder name, then the template's tail
+
+    @property
+    def folder(self) -> Path:
+        return self.root.joinpath(*self.parts)
+
+
+@dataclass(frozen=True, slots=True)
+class Version:
+    origin: int  # index into Project.origins
+    path: str
+    size: int
+    mtime_ns: int
+    mode: int = 0o644  # permission bits
+    atime_ns: int = field(default=0, compare=False)  # shown, never compared (see FileStat)
+
+
+class Kind(enum.Enum):
+    FILE = "file"  # a head version
+    HISTORY = "history"  # any other version, read-only
+    MEMORY = "memory"  # MEMORY.md when several sources have one: the union
+    PREAMBLE = "preamble"  # synthetic, computed on open
+
+
+@dataclass(frozen=True, slots=True)
+class Leaf:
+    kind: Kind
+    version: Version | None = None
+    others: tuple[Version, ...] = ()  # MEMORY: the other versions, newest first
