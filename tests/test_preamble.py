@@ -15,12 +15,12 @@ from hypothesis import strategies as st
 
 from memfs.disk.config import Config, PreambleSettings
 from memfs.rules import preamble as preamble_mod
+from memfs.rules.budget import cut_utf8, water_fill
 from memfs.rules.preamble import (
     Doc,
     IndexEntry,
     MemoryOverLimit,
     PreambleInput,
-    cut_utf8,
     description,
     handoff_date,
     handoff_rank,
@@ -32,7 +32,6 @@ from memfs.rules.preamble import (
     strip_drift_header,
     utc_date,
     utc_minute,
-    water_fill,
 )
 from memfs.view.documents import empty_preamble
 from memfs.view.project import HISTORY, Kind, history_stamp

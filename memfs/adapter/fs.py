@@ -9,7 +9,7 @@ and inode numbers (writing.py, inodes.py); `here` (here.py).
 
 Threading (§7a): every handler runs on pyfuse3's one trio thread and never blocks on the
 disk there: loading a project, rescans and watches are the watcher's (watch.py), in workers;
-every change of the own source or the state folder is one `staging.apply` call in a worker.
+every change of the own source or the state folder is one `steps.apply` call in a worker.
 On this thread only the descriptors a request is served from are read and written (pread,
 pwrite of a stage). Kernel cache invalidations are never sent from a handler (that can
 deadlock the mount): they are queued, and `Kernel.run` sends them from a worker thread.

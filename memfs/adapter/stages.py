@@ -2,7 +2,7 @@
 
 Layer adapter (trio). A change goes one way: the handler decodes (fs.py), the view plans
 (`writes.Planner`), one worker call applies the plan under the commit lock (`run`:
-`staging.apply`), the view absorbs what the worker found (`writes.absorb`), and the adapter
+`steps.apply`), the view absorbs what the worker found (`writes.absorb`), and the adapter
 publishes what the kernel must forget (`Publisher.plan_applied`). Nothing climbs back: the
 plan carries what the worker needs, and the worker returns plain results.
 

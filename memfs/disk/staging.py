@@ -1,9 +1,9 @@
 """Every write to a source folder: staged files, the atomic replace, kept history, recovery.
 
 SPEC 7. Layer disk: imports neither pyfuse3 nor trio. Calls here block on the disk (fsync,
-copies, mkdir): the adapter runs them from a worker thread. `apply` runs the steps of one
-plan (see writes.py) in a single such call, under the adapter's commit lock, and stats what
-they touched, so the adapter absorbs the result without touching the disk itself.
+copies, mkdir): the adapter runs them from a worker thread. A plan's steps (steps.py) call
+these helpers, all of one plan in a single such call; this module knows nothing of plans
+and never imports steps.
 
 The contract, written once: a write is staged in a temporary file in the target's own
 folder (same filesystem, so the rename is atomic), and committed by fsync(file), rename over
@@ -21,11 +21,9 @@ import logging
 import os
 import secrets
 import stat
-import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 from memfs.disk import sources
 from memfs.disk.sources import DIR_FLAGS
@@ -544,192 +542,3 @@ def _chmod_nofollow(dir_fd: int, name: str, mode: int) -> None:
         os.chmod(f"/proc/self/fd/{pfd}", stat.S_IMODE(mode))
     finally:
         os.close(pfd)
-
-
-# --- plans, applied in one worker-thread call --------------------------------------------
-
-
-class Step(Protocol):
-    """One change to the own source (or memfs's state) that a plan asks for."""
-
-    def run(self) -> list[str]:
-        """Do it; returns the view paths of versions it kept or pruned (handoffs)."""
-        ...
-
-
-@dataclass(frozen=True)
-class Source:
-    """Bytes a copy-up starts from: a source file, or ``data`` (the MEMORY.md union)."""
-
-    root: Path | None
-    parts: tuple[str, ...]
-    path: str
-    data: bytes | None
-
-
-@dataclass
-class Commit:
-    """A staged write becomes its target (SPEC 7.1)."""
-
-    stage: Stage
-    keep: Keep | None
-    sync_folder: bool = True  # False: a writer's temporary name (Stage.commit)
-
-    def run(self) -> list[str]:
-        self.stage.commit(self.keep, sync_folder=self.sync_folder)
-        kept = self.stage.kept if self.keep is not None else []
-        return self.keep.view_paths(kept) if self.keep is not None else []
-
-
-@dataclass
-class CopyUp:
-    """The own source gets a copy of a read-only head (attributes changed as asked),
-    committed atomically; the original stays untouched (SPEC 7.3)."""
-
-    src: Source
-    folder: Place
-    name: str
-    mode: int
-    size: int | None
-    times: tuple[int, int]
-    keep: Keep | None
-
-    def run(self) -> list[str]:
-        stage = Stage(self.folder, self.name, initial_fd=None, mode=self.mode)
-        try:
-            if self.src.data is not None:
-                stage.write(0, self.src.data)
-            else:
-                assert self.src.root is not None
-                fd = sources.open_file(self.src.root, self.src.parts, self.src.path)
-                try:
-                    copy_fd(fd, stage.fd)
-                finally:
-                    os.close(fd)
-            if self.size is not None:
-                stage.truncate(self.size)
-            os.utime(stage.fd, ns=self.times)
-            stage.dirty = True
-            stage.commit(self.keep)
-            return self.keep.view_paths(stage.kept) if self.keep is not None else []
-        finally:
-            stage.abort()
-
-
-@dataclass
-class SetAttrs:
-    place: Place
-    name: str
-    mode: int | None = None
-    times: tuple[int, int] | None = None
-    size: int | None = None
-    make: bool = False  # a folder, made first (mkdir -p) if missing: a project's own folder
-
-    def run(self) -> list[str]:
-        if self.make:
-            os.close(open_dir(self.place.below(self.name), create=True))
-        set_attrs(self.place, self.name, mode=self.mode, times_ns=self.times, size=self.size)
-        return []
-
-
-@dataclass
-class Unlink:
-    place: Place
-    name: str
-    keep: Keep | None
-
-    def run(self) -> list[str]:
-        kept = unlink(self.place, self.name, self.keep)
-        return self.keep.view_paths(kept) if self.keep is not None else []
-
-
-@dataclass
-class Rename:
-    src: Place
-    src_name: str
-    dst: Place
-    dst_name: str
-    keep: Keep | None = None
-    noreplace: bool = False
-
-    def run(self) -> list[str]:
-        kept = rename(
-            self.src,
-            self.src_name,
-            self.dst,
-            self.dst_name,
-            noreplace=self.noreplace,
-            keep=self.keep,
-        )
-        return self.keep.view_paths(kept) if self.keep is not None else []
-
-
-@dataclass
-class MakeDir:
-    place: Place
-    name: str
-    mode: int
-
-    def run(self) -> list[str]:
-        mkdir(self.place, self.name, self.mode)
-        return []
-
-
-@dataclass
-class RemoveDir:
-    place: Place
-    name: str
-
-    def run(self) -> list[str]:
-        rmdir(self.place, self.name)
-        return []
-
-
-@dataclass(frozen=True)
-class Where:
-    """A folder of a project in a source: where `apply` stats a path again."""
-
-    root: Path
-    parts: tuple[str, ...]
-
-
-@dataclass
-class Applied:
-    """What `apply` found on disk once the steps ran: the adapter absorbs exactly this."""
-
-    found: list[tuple[int, str, sources.FileStat | str | None]] = field(default_factory=list)
-    scan: sources.Scan | None = None
-    error: OSError | None = None  # the step that failed; the steps after it did not run
-    at_ns: int = 0  # when the disk was looked at again (time.monotonic_ns), after the steps
-
-
-def apply(
-    steps: Sequence[Step],
-    reread: Sequence[tuple[int, Where, str]],
-    *,
-    own: tuple[int, Where] | None,
-    rescan: Where | None,
-    max_bytes: int,
-) -> Applied:
-    """Run ``steps`` in order, then stat every path they touched; never raises OSError.
-
-    A failing step stops the plan, and what ran before it is still read back, so the view
-    shows the disk as it is (`Applied.error` carries the failure for the caller).
-    """
-    out = Applied()
-    kept: list[str] = []
-    try:
-        for step in steps:
-            kept += step.run()
-    except OSError as exc:
-        out.error = exc
-    out.at_ns = time.monotonic_ns()
-    todo = list(reread)
-    if own is not None:
-        todo += [(own[0], own[1], path) for path in kept]
-    wanted = [(where.root, where.parts, path) for _, where, path in todo]
-    looks = sources.look_each(wanted, max_bytes)
-    out.found = [(origin, path, st) for (origin, _, path), st in zip(todo, looks, strict=True)]
-    if rescan is not None:
-        out.scan = sources.scan(rescan.root, rescan.parts, max_bytes)
-    return out

@@ -7,7 +7,7 @@ the user's projects (the log) and the files they deleted (whiteouts), which no o
 user may read; `make_private` narrows what an older memfs left looser.
 Layer disk (its package says what it may import). Threading: every call
 does disk I/O (a save fsyncs twice), so while serving it runs in a worker thread: saves as
-the `SaveWhiteouts` step of a plan (staging.apply), loads with the project's first load.
+the `SaveWhiteouts` step of a plan (steps.apply), loads with the project's first load.
 """
 
 from __future__ import annotations
@@ -161,7 +161,7 @@ def save_whiteouts(state_dir: Path, slug: str, records: Iterable[Whiteout]) -> N
 
 @dataclass
 class SaveWhiteouts:
-    """A plan's step (staging.Step): the project's whole whiteout set, saved atomically."""
+    """A plan's step (steps.Step): the project's whole whiteout set, saved atomically."""
 
     state_dir: Path
     slug: str

@@ -3,9 +3,9 @@
 The pure renderer of the synthetic preamble, plus the small rules it rests on:
 which file is the latest handoff, what a drift header is, where a file's
 frontmatter `description` lies, what is text (and so may be inlined), how much
-of a MEMORY.md Claude Code loads, how to cut bytes without splitting a
-character, and how a budget is shared fairly (water-filling). `render_empty`
-gives the preamble of a project no source holds memory for yet.
+of a MEMORY.md Claude Code loads. `render_empty` gives the preamble of a project
+no source holds memory for yet. How the byte budget is shared among the sections
+and where a body is cut is budget.py's: this module says what each section holds.
 
 This module imports neither pyfuse3 nor trio and does no I/O: `project.py`
 reads the files, picks the inputs and calls `render`. Everything here is a
@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from memfs.rules import index
+from memfs.rules.budget import SHORT, WHOLE, cut_utf8, plan
 
 __all__ = [
     "CLAUDE_MEMORY_BYTES",
@@ -30,7 +31,6 @@ __all__ = [
     "IndexEntry",
     "MemoryOverLimit",
     "PreambleInput",
-    "cut_utf8",
     "description",
     "handoff_date",
     "handoff_rank",
@@ -42,7 +42,6 @@ __all__ = [
     "strip_drift_header",
     "utc_date",
     "utc_minute",
-    "water_fill",
 ]
 
 
@@ -354,81 +353,6 @@ def memory_over_limit(body: bytes) -> MemoryOverLimit | None:
     return MemoryOverLimit(len(lines), len(body), beyond, cut_by)
 
 
-# --- cutting and sharing -------------------------------------------------------
-
-# How far back from the limit a cut looks for a line end: a quarter of the
-# limit, but never more than this, so a big limit does not drop a long line.
-LINE_END_WINDOW = 200
-
-
-def cut_utf8(data: bytes, limit: int) -> bytes:
-    """The longest prefix of `data` of at most `limit` bytes, ending cleanly.
-
-    The cut never splits a UTF-8 character. It prefers a line end: when one
-    lies within the last ``min(limit // 4, LINE_END_WINDOW)`` bytes before the
-    cut, the prefix ends there (with its ``\\n``, or just before a ``\\n`` that
-    would not fit). Invalid UTF-8 is cut as bytes: at most three continuation
-    bytes are stepped back over, as a valid character has no more.
-    """
-    if limit < 0:
-        raise ValueError(f"limit must be >= 0, got {limit}")
-    if len(data) <= limit:
-        return data
-    cut = limit
-    for _ in range(3):
-        if cut == 0 or not _is_continuation(data[cut]):
-            break
-        cut -= 1
-    else:
-        if _is_continuation(data[cut]):
-            cut = limit  # not UTF-8 here anyway: any cut will do
-    if data[cut : cut + 1] == b"\n":
-        return data[:cut]
-    window = min(limit // 4, LINE_END_WINDOW)
-    eol = data.rfind(b"\n", max(0, cut - window), cut)
-    if eol != -1:
-        return data[: eol + 1]
-    return data[:cut]
-
-
-def _is_continuation(byte: int) -> bool:
-    return byte & 0xC0 == 0x80
-
-
-def water_fill(needs: Sequence[int], total: int, cap: int) -> list[int]:
-    """Share `total` fairly among pieces that need `needs` bytes, each <= `cap`.
-
-    Max-min fairness: every piece is offered an equal share; one that needs
-    less (or is capped lower) keeps only what it needs and the rest is shared
-    among the others, again equally. The bytes integer division leaves over
-    go to the earliest of the pieces left short (the handoff before the rest).
-    The result is in the order of `needs`, sums to ``min(total, sum of the
-    capped needs)``, and depends only on the input.
-
-    Raises:
-        ValueError: a negative need, total or cap.
-    """
-    if total < 0:
-        raise ValueError(f"total must be >= 0, got {total}")
-    if cap < 0:
-        raise ValueError(f"cap must be >= 0, got {cap}")
-    if any(n < 0 for n in needs):
-        raise ValueError(f"needs must be >= 0, got {list(needs)}")
-    wants = [min(n, cap) for n in needs]
-    shares = [0] * len(wants)
-    left = total
-    # Smallest wants first: each takes at most an equal share of what is left,
-    # so what one does not need raises the share of all after it. Among equal
-    # wants the latest piece goes first: the rounding remainder, which grows
-    # along the order, then lands on the earliest. The last piece takes all
-    # that is left when short, so nothing is left over unless all are met.
-    order = sorted(range(len(wants)), key=lambda i: (wants[i], -i))
-    for pos, i in enumerate(order):
-        shares[i] = min(wants[i], left // (len(order) - pos))
-        left -= shares[i]
-    return shares
-
-
 # --- rendering -----------------------------------------------------------------
 
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
@@ -638,45 +562,6 @@ def _pieces(inp: PreambleInput) -> list[_Piece]:
     return pieces
 
 
-# How far a piece has been demoted for lack of room.
-_WHOLE, _SHORT, _GONE = 0, 1, 2
-
-
-def _plan(pieces: Sequence[_Piece], room: int, cap: int) -> tuple[list[int], list[int]]:
-    """Shares and demotion levels such that every piece fits its share.
-
-    A piece whose share cannot hold its heading and marker is demoted to its
-    one-line "left out" note, and from that to nothing; its bytes then go to
-    the others. One piece is demoted per round, the last in section order, so
-    the handoff keeps its room longest; a piece is demoted at most twice, so
-    this ends.
-    """
-    levels = [_WHOLE] * len(pieces)
-    while True:
-        needs = [_level_need(p, lv) for p, lv in zip(pieces, levels, strict=True)]
-        shares = water_fill(needs, room, cap)
-        short = [i for i, p in enumerate(pieces) if not _fits(p, levels[i], shares[i])]
-        if not short:
-            return shares, levels
-        levels[short[-1]] += 1
-
-
-def _level_need(piece: _Piece, level: int) -> int:
-    if level == _WHOLE:
-        return piece.need()
-    if level == _SHORT:
-        return len(piece.short())
-    return 0
-
-
-def _fits(piece: _Piece, level: int, share: int) -> bool:
-    if level == _WHOLE:
-        return share >= min(piece.need(), piece.smallest_cut())
-    if level == _SHORT:
-        return share >= len(piece.short())
-    return True
-
-
 def render(inp: PreambleInput, *, budget: int, file_cap: int) -> bytes:
     """PREAMBLE.md for `inp`, at most `budget` bytes (SPEC 6).
 
@@ -705,12 +590,12 @@ def render(inp: PreambleInput, *, budget: int, file_cap: int) -> bytes:
         # not a live conversation" would read as current.
         return cut_utf8(frame, budget)
     pieces = _pieces(inp)
-    shares, levels = _plan(pieces, budget - len(frame), file_cap)
+    shares, levels = plan(pieces, budget - len(frame), file_cap)
     out = [frame]
     for piece, share, level in zip(pieces, shares, levels, strict=True):
-        if level == _WHOLE:
+        if level == WHOLE:
             out.append(piece.fit(share))
-        elif level == _SHORT:
+        elif level == SHORT:
             out.append(piece.short())
     return b"".join(out)
 

@@ -4,7 +4,7 @@ Layer view: imports neither pyfuse3 nor trio, and does no I/O. Each ``plan_*`` f
 checks a change against the merged view and returns a `Plan`: the steps that change the own
 source (copy a head up, commit a stage, rename, unlink, set attributes, make or remove a
 folder, save whiteouts; handoff versions are kept by the steps that replace one) and the
-paths to stat again afterwards. `staging.apply` runs a whole plan in one worker-thread call;
+paths to stat again afterwards. `steps.apply` runs a whole plan in one worker-thread call;
 the adapter then absorbs what it found into the project on its own thread. Every refusal is
 a `Refused` carrying the errno the SPEC names; the adapter returns it as is.
 
@@ -27,9 +27,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from memfs.disk import sources, staging, state
+from memfs.disk import sources, staging, state, steps
 from memfs.disk.config import Config
 from memfs.disk.staging import RENAME_NOREPLACE
+from memfs.disk.steps import Applied, Step  # by name: in Plan's body, steps is its field
 from memfs.rules import history, names, preamble
 from memfs.rules.history import in_history
 from memfs.rules.tree import ancestors, parent_of
@@ -51,7 +52,7 @@ class Refused(Exception):
 
 @dataclass
 class Plan:
-    """Steps for `staging.apply`, then what the adapter must absorb.
+    """Steps for `steps.apply`, then what the adapter must absorb.
 
     ``reread`` names (origin index, path) pairs to stat after the steps; versions kept by a
     step are added to them by apply. ``whiteouts``, when set, is the project's new whiteout
@@ -60,7 +61,7 @@ class Plan:
     """
 
     slug: str
-    steps: list[staging.Step] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)
     reread: list[tuple[int, str]] = field(default_factory=list)
     origins: dict[int, Origin] = field(default_factory=dict)  # where each reread lies
     whiteouts: set[tuple[str, str, int]] | None = None
@@ -72,16 +73,16 @@ class Plan:
         self.origins[origin] = place
         self.reread.append((origin, path))
 
-    def application(self, project: Project, max_bytes: int) -> Callable[[], staging.Applied]:
-        """The one worker-thread call that runs this plan (`staging.apply`), with plain
+    def application(self, project: Project, max_bytes: int) -> Callable[[], Applied]:
+        """The one worker-thread call that runs this plan (`steps.apply`), with plain
         copies of where each path lies: the worker touches no project."""
-        where = {i: staging.Where(o.root, o.parts) for i, o in self.origins.items()}
+        where = {i: steps.Where(o.root, o.parts) for i, o in self.origins.items()}
         rescan = None
         if self.rescan is not None:
             origin = project.origins[self.rescan]
-            rescan = staging.Where(origin.root, origin.parts)
+            rescan = steps.Where(origin.root, origin.parts)
         return functools.partial(
-            staging.apply,
+            steps.apply,
             self.steps,
             [(i, where[i], path) for i, path in self.reread],
             own=(self.own, where[self.own]) if self.own is not None else None,
@@ -90,7 +91,7 @@ class Plan:
         )
 
 
-def absorb(catalog: Catalog, project: Project, plan: Plan, applied: staging.Applied) -> bool:
+def absorb(catalog: Catalog, project: Project, plan: Plan, applied: Applied) -> bool:
     """What the disk holds after ``plan`` ran, into the project (memory only, on the
     adapter's thread); True when the project's own folder is new at the root."""
     at = applied.at_ns
@@ -265,7 +266,7 @@ class Planner:
         not fsynced (`is_temp_name`)."""
         plan = self._plan()
         sync = not (created and is_temp_name(parent_of(path)[1]))
-        plan.steps.append(staging.Commit(stage, self._keep(path) if keep else None, sync))
+        plan.steps.append(steps.Commit(stage, self._keep(path) if keep else None, sync))
         plan.read_again(self.own, self._own_origin(), path)
         return plan
 
@@ -286,17 +287,17 @@ class Planner:
         target = dst if dst is not None else path
         v = leaf.version
         if leaf.kind is Kind.MEMORY:
-            src: staging.Source = staging.Source(None, (), "", memory or b"")
+            src: steps.Source = steps.Source(None, (), "", memory or b"")
             base_mode = staging.FILE_MODE
         else:
             origin = self.project.origins[v.origin]
-            src = staging.Source(origin.root, origin.parts, v.path, None)
+            src = steps.Source(origin.root, origin.parts, v.path, None)
             base_mode = v.mode or staging.FILE_MODE
         if size is not None:
             check_size(self.config, size)
         plan = self._plan()
         plan.steps.append(
-            staging.CopyUp(
+            steps.CopyUp(
                 src,
                 self._place(target),
                 parent_of(target)[1],
@@ -330,7 +331,7 @@ class Planner:
             *parents, name = own.parts
             plan = self._plan()
             place = staging.Place(own.root, tuple(parents))
-            plan.steps.append(staging.SetAttrs(place, name, mode=mode, times=times, make=True))
+            plan.steps.append(steps.SetAttrs(place, name, mode=mode, times=times, make=True))
             return plan
         if project.tree.is_dir(path):
             if size is not None:
@@ -340,7 +341,7 @@ class Planner:
             plan = self._plan()
             folder, name = parent_of(path)
             place = _place_in(self._own_origin(), folder)
-            plan.steps.append(staging.SetAttrs(place, name, mode=mode, times=times))
+            plan.steps.append(steps.SetAttrs(place, name, mode=mode, times=times))
             return plan
         leaf = writable_leaf(project, path)
         assert leaf.version is not None
@@ -350,7 +351,7 @@ class Planner:
         if own_place is None or leaf.kind is not Kind.FILE:
             return self.copy_up(path, mode=mode, size=size, times=times, memory=memory)
         plan = self._plan()
-        step = staging.SetAttrs(own_place, parent_of(path)[1], mode=mode, times=times, size=size)
+        step = steps.SetAttrs(own_place, parent_of(path)[1], mode=mode, times=times, size=size)
         plan.steps.append(step)
         plan.read_again(leaf.version.origin, project.origins[leaf.version.origin], path)
         return plan
@@ -367,7 +368,7 @@ class Planner:
         folder can be removed)."""
         plan = self._plan()
         folder, name = parent_of(path)
-        plan.steps.append(staging.Unlink(_place_in(self._own_origin(), folder), name, None))
+        plan.steps.append(steps.Unlink(_place_in(self._own_origin(), folder), name, None))
         plan.read_again(self.own, self._own_origin(), path)
         return plan
 
@@ -378,7 +379,7 @@ class Planner:
         for v in project.versions(path):
             place = own_folder_of(self.config, project, v)
             if place is not None:
-                plan.steps.append(staging.Unlink(place, name, keep))
+                plan.steps.append(steps.Unlink(place, name, keep))
                 plan.read_again(v.origin, project.origins[v.origin], path)
         self._hide(plan, path)
 
@@ -403,7 +404,7 @@ class Planner:
             self._save(plan, {w for w in project.whiteouts if w[0] != path})
             return plan
         folder, name = parent_of(path)
-        plan.steps.append(staging.MakeDir(_place_in(self._own_origin(), folder), name, mode))
+        plan.steps.append(steps.MakeDir(_place_in(self._own_origin(), folder), name, mode))
         plan.dirs.append((self.own, path, True))
         return plan
 
@@ -419,7 +420,7 @@ class Planner:
         for i in sorted(project.dir_holders(path)):
             origin = project.origins[i]
             if origin.source == self.config.own_index:
-                plan.steps.append(staging.RemoveDir(_place_in(origin, folder), name))
+                plan.steps.append(steps.RemoveDir(_place_in(origin, folder), name))
                 plan.dirs.append((i, path, False))
         self._hide(plan, path)
         return plan
@@ -438,7 +439,7 @@ class Planner:
         own_place = own_folder_of(self.config, self.project, leaf.version)
         keep = self._keep(dst)
         if own_place is not None and leaf.kind is Kind.FILE:
-            step = staging.Rename(
+            step = steps.Rename(
                 own_place,
                 parent_of(src)[1],
                 self._place(dst),
@@ -464,7 +465,7 @@ class Planner:
         for v in self.project.versions(path):
             place = own_folder_of(self.config, self.project, v)
             if v.origin != moved.origin and place is not None:
-                plan.steps.append(staging.Unlink(place, name, None))
+                plan.steps.append(steps.Unlink(place, name, None))
                 plan.read_again(v.origin, self.project.origins[v.origin], path)
         self._hide(plan, path)
 
@@ -473,7 +474,7 @@ class Planner:
             # Other sources hold part of it: let `mv` fall back to copy and delete, which
             # works through memfs file by file (as on overlayfs).
             raise Refused(errno.EXDEV)
-        step = staging.Rename(
+        step = steps.Rename(
             self._place(src),
             parent_of(src)[1],
             self._place(dst),
@@ -485,7 +486,7 @@ class Planner:
         return plan
 
 
-def plan_new_project(catalog: Catalog, slug: str, mode: int) -> staging.MakeDir:
+def plan_new_project(catalog: Catalog, slug: str, mode: int) -> steps.MakeDir:
     """mkdir at the root: the own source's folder for a new project (§4), named by its
     canonical slug (the root lists every project: EEXIST for one any source holds).
 
@@ -502,7 +503,7 @@ def plan_new_project(catalog: Catalog, slug: str, mode: int) -> staging.MakeDir:
     if place is None:
         raise Refused(errno.EROFS)
     *parents, name = place.parts
-    return staging.MakeDir(staging.Place(place.root, tuple(parents)), name, mode)
+    return steps.MakeDir(staging.Place(place.root, tuple(parents)), name, mode)
 
 
 def _place_in(origin: Origin, folder: str) -> staging.Place:
