@@ -190,8 +190,14 @@ def _scan_dir(fd: int, prefix: str, max_bytes: int, out: Scan, depth: int) -> No
             out.left_out.append((path, reason))
 
 
+# Permission bits as one int object per value: S_IMODE's result is a new int (above the
+# small-int cache) per file, 28 bytes each kept by every Version.
+_MODES: dict[int, int] = {}
+
+
 def _file_stat(path: str, st: os.stat_result, readable: bool = True) -> FileStat:
     mode = stat.S_IMODE(st.st_mode)
+    mode = _MODES.setdefault(mode, mode)  # atomic under the GIL: workers call this too
     return FileStat(path, st.st_size, st.st_mtime_ns, mode, readable, st.st_atime_ns)
 
 

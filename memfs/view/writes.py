@@ -410,10 +410,9 @@ class Planner:
 
     def rmdir(self, path: str) -> Plan:
         project = self.project
-        children = project.tree.children(path)
-        if children is None:
+        if not project.tree.is_dir(path):
             raise Refused(errno.ENOTDIR if project.tree.leaf(path) else errno.ENOENT)
-        if len(children):
+        if project.tree.has_children(path):
             raise Refused(errno.ENOTEMPTY)
         plan = self._plan()
         folder, name = parent_of(path)
@@ -533,8 +532,7 @@ def check_rename(project: Project, src: str, dst: str, flags: int) -> None:
             raise Refused(errno.EINVAL)
         if tree.leaf(dst) is not None:
             raise Refused(errno.ENOTDIR)
-        children = tree.children(dst)
-        if children is not None and len(children):
+        if tree.has_children(dst):
             raise Refused(errno.ENOTEMPTY)
     elif tree.is_dir(dst):
         raise Refused(errno.EISDIR)
