@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 from helpers import CLAUDE_SLUG, at, errno_of, set_mtime, write
 
-from memfs.adapter import watch
-from memfs.disk import sources, staging
+from memfs.disk import inotify, sources, staging
 from memfs.disk.sources import STAGE_PREFIX
 from memfs.disk.staging import Keep, Place, Stage
 from memfs.view.project import history_stamp
@@ -105,9 +104,9 @@ def test_a_commit_keeps_the_stage_descriptor_number_valid_throughout(
     stage = open_stage(stages, place, "a.md", copy=False)
     stage.write(0, b"new body")
     number, staged = stage.fd, os.fstat(stage.fd)
-    watcher = watch.Inotify()
+    watcher = inotify.Inotify()
     try:
-        watcher.add(folder, watch.IN_CLOSE_WRITE)
+        watcher.add(folder, inotify.IN_CLOSE_WRITE)
         assert stage.commit() is not None
         data = os.read(watcher.fd, 1 << 16)
     finally:
@@ -116,7 +115,7 @@ def test_a_commit_keeps_the_stage_descriptor_number_valid_throughout(
     assert fcntl.fcntl(number, fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDONLY
     assert fcntl.fcntl(number, fcntl.F_GETFD) & fcntl.FD_CLOEXEC
     assert os.fstat(number).st_ino == staged.st_ino == (folder / "a.md").stat().st_ino
-    closed = [name for _, mask, _, name in watch._parse(data) if mask & watch.IN_CLOSE_WRITE]
+    closed = [name for _, mask, _, name in inotify.parse(data) if mask & inotify.IN_CLOSE_WRITE]
     assert closed
     assert all(name.startswith(STAGE_PREFIX) for name in closed), closed
 

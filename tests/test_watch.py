@@ -18,16 +18,11 @@ import pytest
 import trio
 from helpers import eventually
 
-from memfs.adapter.watch import (
-    IN_CREATE,
-    IN_DELETE,
-    RARE_FULL,
-    Inotify,
-    Turns,
-    Watcher,
-)
+from memfs.adapter.turns import RARE_FULL, Turns
+from memfs.adapter.watch import Watcher, read_events
 from memfs.disk import config as cfg
 from memfs.disk import sources, staging
+from memfs.disk.inotify import IN_CREATE, IN_DELETE, Inotify
 from memfs.view.catalog import Catalog
 from memfs.view.project import MEMORY, Project
 
@@ -327,7 +322,7 @@ async def own_commit_then(tmp_path: Path, change: Callable[[Path], object]) -> N
         async with trio.open_nursery() as nursery:
             nursery.start_soon(watcher.run)  # reads both only now, queued one after the other
             await eventually(lambda: project.head("a.md").size == size, "the change")
-            assert watcher.inotify.own_renames == 1  # the commit's rename was skipped
+            assert watcher.own_renames == 1  # the commit's rename was skipped
             nursery.cancel_scope.cancel()
     finally:
         watcher.close()
@@ -373,7 +368,7 @@ async def test_memfs_s_own_renames_are_skipped_but_not_what_follows_them(tmp_pat
             size = len(b"the agent's version\n")
             head = project.head
             await eventually(lambda: (v := head("a.md")) is not None and v.size == size, "a.md")
-            assert watcher.inotify.own_renames == 1  # a.tmp -> a.md; not the folder's
+            assert watcher.own_renames == 1  # a.tmp -> a.md; not the folder's
             (folder / "e" / "new.md").write_text("in the renamed folder\n")
             await eventually(lambda: head("e/new.md") is not None, "a file in the new folder")
             nursery.cancel_scope.cancel()
@@ -385,7 +380,7 @@ async def test_memfs_s_own_renames_are_skipped_but_not_what_follows_them(tmp_pat
 async def test_the_mark_after_an_own_rename_is_one_name_made_and_removed_leaving_the_file(
     tmp_path: Path, by: str
 ) -> None:
-    """What `Inotify.read` looks for after memfs's rename: IN_CREATE then IN_DELETE of an
+    """What `read_events` looks for after memfs's rename: IN_CREATE then IN_DELETE of an
     own mark name, nothing under the renamed name; the file keeps its bytes and its one
     link. A folder cannot be linked: an empty file is the mark then, with the same
     events."""
@@ -400,7 +395,7 @@ async def test_the_mark_after_an_own_rename_is_one_name_made_and_removed_leaving
         inotify.add(folder, 0xFFF)  # every event, so one under the file's name would show
         renamed: int | str = {"descriptor": fd, "name": "a.md", "folder": "d"}[by]
         staging.mark_commit(dfd, renamed)
-        events = await inotify.read()
+        events, _ = await read_events(inotify)
     finally:
         os.close(fd)
         os.close(dfd)

@@ -14,9 +14,11 @@ Threading contract:
   thread. Watches a worker adds are registered on the trio thread; their events that come
   first are held back and replayed then.
 - Never rescans on a timer; only an inotify queue overflow rescans the loaded projects.
+- The inotify binding (syscalls, decoding, which renames are memfs's own) is the disk
+  layer's `memfs.disk.inotify`, which never waits; the waiting is here (`read_events`).
 - So that a worker's long Python loop does not hold up the request thread, which needs
-  the GIL at every request, `Turns` sets a short GIL switch interval and rarer full garbage
-  collections, once for the process (see `Turns` for the figures).
+  the GIL at every request, `turns.Turns` sets a short GIL switch interval and rarer full
+  garbage collections, once for the process (see turns.py for the figures).
 
 Watched: each source's root (projects appearing or vanishing), every folder of every
 loaded project, and for a project folder whose memory folder does not exist yet, the
@@ -25,17 +27,11 @@ nearest existing folder on the way to it.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import errno
-import gc
 import logging
 import math
-import os
-import struct
-import sys
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -43,30 +39,35 @@ from typing import Protocol
 import trio
 
 from memfs.adapter import workers
+from memfs.adapter.turns import Turns
 from memfs.disk import sources, state
+from memfs.disk.inotify import (
+    IN_ATTRIB,
+    IN_CLOSE_WRITE,
+    IN_CREATE,
+    IN_DELETE,
+    IN_DELETE_SELF,
+    IN_DONT_FOLLOW,
+    IN_EXCL_UNLINK,
+    IN_IGNORED,
+    IN_ISDIR,
+    IN_MASK_ADD,
+    IN_MODIFY,
+    IN_MOVE_SELF,
+    IN_MOVED_FROM,
+    IN_MOVED_TO,
+    IN_ONLYDIR,
+    IN_Q_OVERFLOW,
+    Event,
+    Inotify,
+    Raw,
+    sift,
+    unheld,
+)
 from memfs.view.catalog import Catalog
 from memfs.view.project import Origin, Project, read_bodies
 
 log = logging.getLogger(__name__)
-
-IN_MODIFY = 0x00000002
-IN_ATTRIB = 0x00000004
-IN_CLOSE_WRITE = 0x00000008
-IN_MOVED_FROM = 0x00000040
-IN_MOVED_TO = 0x00000080
-IN_CREATE = 0x00000100
-IN_DELETE = 0x00000200
-IN_DELETE_SELF = 0x00000400
-IN_MOVE_SELF = 0x00000800
-IN_Q_OVERFLOW = 0x00004000
-IN_IGNORED = 0x00008000
-IN_ONLYDIR = 0x01000000
-IN_DONT_FOLLOW = 0x02000000
-IN_EXCL_UNLINK = 0x04000000
-IN_MASK_ADD = 0x20000000
-IN_ISDIR = 0x40000000
-IN_NONBLOCK = os.O_NONBLOCK
-IN_CLOEXEC = os.O_CLOEXEC
 
 _ENTRY_EVENTS = IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO
 _FOLDER_MASK = (
@@ -81,100 +82,40 @@ _FOLDER_MASK = (
     | IN_EXCL_UNLINK
 )
 _ROOT_MASK = _ENTRY_EVENTS | IN_ONLYDIR | IN_DONT_FOLLOW
-_EVENT = struct.Struct("iIII")
-MARK_WAIT_S = 0.002  # how long a rename's events wait for memfs's mark (`Inotify.read`)
+MARK_WAIT_S = 0.002  # how long a rename's events wait for memfs's mark (`read_events`)
 
 
-def _parse(data: bytes) -> Iterator[tuple[int, int, int, str]]:
-    """The events in ``data`` as (wd, mask, cookie, name)."""
-    pos = 0
-    while pos + _EVENT.size <= len(data):
-        wd, mask, cookie, length = _EVENT.unpack_from(data, pos)
-        pos += _EVENT.size
-        yield wd, mask, cookie, os.fsdecode(data[pos : pos + length].rstrip(b"\0"))
-        pos += length
+async def read_events(inotify: Inotify) -> tuple[list[Event], int]:
+    """The next batch of events as (wd, mask, name), without the two events of each
+    rename this process made itself, when its mark follows them (`inotify.sift`): the plan
+    that renamed reads both names back. Returns the batch and how many renames it skipped."""
+    raw = await _queued(inotify)
+    events: list[Event] = []
+    held: list[Raw] = []
+    own = 0
+    while True:
+        sifted = sift(raw, held)
+        events += sifted.events
+        held = sifted.held
+        own += sifted.own_renames
+        if not held:
+            return events, own
+        # The worker makes the mark a moment after its rename: wait that moment for it
+        # (a rename of anyone else's waits as long, then is read as usual).
+        raw = []
+        with trio.move_on_after(MARK_WAIT_S):
+            raw = await _queued(inotify)
+        if not raw:
+            return events + unheld(held), own
 
 
-def _marks(event: tuple[int, int, int, str], arrival: tuple[int, int, int, str]) -> bool:
-    """Whether ``event`` is this process's mark (`staging.mark_commit`) in the folder of
-    the rename ``arrival`` (an IN_MOVED_TO) that came right before it."""
-    wd, mask, _, name = event
-    return bool(mask & IN_CREATE) and wd == arrival[0] and name.startswith(sources.OWN_MARK_PREFIX)
-
-
-class Inotify:
-    """A thin inotify(7) binding over libc, read from trio."""
-
-    def __init__(self) -> None:
-        self._libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-        fd = self._libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
-        if fd < 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"inotify_init1: {os.strerror(err)}")
-        self.fd: int = fd
-        self.own_renames = 0  # renames of this process's, skipped (`read`)
-
-    def add(self, path: Path, mask: int) -> int:
-        wd: int = self._libc.inotify_add_watch(self.fd, os.fsencode(path), mask)
-        if wd < 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"inotify_add_watch {path}: {os.strerror(err)}")
-        return wd
-
-    def remove(self, wd: int) -> None:
-        self._libc.inotify_rm_watch(self.fd, wd)
-
-    async def read(self) -> list[tuple[int, int, str]]:
-        """The next batch of events as (wd, mask, name), without the two events of each
-        rename this process made itself, when its mark follows them (`staging.mark_commit`):
-        the plan that renamed reads both names back."""
-        data = await self._read_some()
-        events: list[tuple[int, int, str]] = []
-        # A rename's IN_MOVED_FROM, then its IN_MOVED_TO: held until the next event says
-        # whether the mark follows them.
-        held: list[tuple[int, int, int, str]] = []
-        while True:
-            for event in _parse(data):
-                held = self._take(event, held, events)
-            if not held:
-                return events
-            # The worker makes the mark a moment after its rename: wait that moment for it
-            # (a rename of anyone else's waits as long, then is read as usual).
-            data = b""
-            with trio.move_on_after(MARK_WAIT_S):
-                data = await self._read_some()
-            if not data:
-                events += [(w, m, n) for w, m, _, n in held]
-                return events
-
-    async def _read_some(self) -> bytes:
-        while True:
-            try:
-                return os.read(self.fd, 1 << 16)
-            except BlockingIOError:
-                await trio.lowlevel.wait_readable(self.fd)
-
-    def _take(
-        self,
-        event: tuple[int, int, int, str],
-        held: list[tuple[int, int, int, str]],
-        events: list[tuple[int, int, str]],
-    ) -> list[tuple[int, int, int, str]]:
-        """One event into ``events``, or held; returns what is held now."""
-        wd, mask, cookie, name = event
-        if len(held) == 2 and _marks(event, held[1]):
-            self.own_renames += 1
-            held = []
-        elif len(held) == 1 and mask & IN_MOVED_TO and cookie == held[0][2]:
-            return [*held, event]
-        events += [(w, m, n) for w, m, _, n in held]
-        if mask & IN_MOVED_FROM and not mask & IN_ISDIR:  # a folder's is rescanned
-            return [event]
-        events.append((wd, mask, name))
-        return []
-
-    def close(self) -> None:
-        os.close(self.fd)
+async def _queued(inotify: Inotify) -> list[Raw]:
+    """The events queued, once there are any."""
+    while True:
+        raw = inotify.read_queued()
+        if raw:
+            return raw
+        await trio.lowlevel.wait_readable(inotify.fd)
 
 
 class Listener(Protocol):
@@ -208,7 +149,6 @@ class _RootPending:
 
 
 _Target = _Root | _Folder | _Pending | _RootPending
-Event = tuple[int, int, str]  # (wd, mask, name)
 Pairs = list[tuple[int, _Target]]  # watches a worker added, to register on the trio thread
 STASH_MAX = 65_536  # events held back for watches not registered yet; past it: overflow
 
@@ -224,55 +164,8 @@ class _Work:
         return bool(self.stats or self.rescans)
 
 
-# The GIL's switch interval while a worker runs a long Python loop (SPEC 7a). A thread that
-# wants the GIL waits this long before CPython makes the holder hand it over; the request
-# thread wants it at every wake-up, several times per request, and a warm `cat` is about
-# five requests. Measured with tests/bench/responsive.py (a warm cat while a 10,000-file
-# project is listed for the first time; full collections held back as `Turns` says, else
-# add their 20-50 ms): with the default 5 ms the worst cat took 55 ms (p99 50); with 1 ms
-# 26 ms (p99 13); with 0.5 ms 25-60 (p99 10-20); with 0.2 ms 14-15 ms (p99 6-8), the
-# build some 25 % slower while it serves twice the cats. A build that instead sleeps 50 µs
-# every 16 files, at 5 ms, gave 20-40 ms (p99 7-15) and would put thread yields into the
-# rules layer. Set once for the process (`Turns.tune`): with no thread waiting for the GIL
-# the interval costs nothing (it only bounds how long a waiter waits).
-HEAVY_SWITCH_S = 0.0002
 FEW_LOOKS = 32  # a batch of at most this many looks is no long loop (`Watcher._turn`)
 AHEAD_SETTLE_S = 0.01  # a project's bodies are read ahead once its changes pause this long
-RARE_FULL = 100  # full collections this many times rarer than by default (`Turns`)
-
-
-class Turns:
-    """How the request thread and the watcher's workers share the interpreter: set once for
-    the whole process when the mount starts (`tune`), never toggled per load, so every
-    request meets the same interpreter.
-
-    - The GIL's switch interval is `HEAVY_SWITCH_S` (see there): with no thread waiting for
-      the GIL it costs nothing; with a worker in a long loop it bounds the request thread's
-      wait.
-    - Full collections (generation 2) run `RARE_FULL` times less often than by default: one
-      walks every tracked object with the GIL held and no switch, 20-50 ms once a
-      10,000-file project is in memory, and a build allocates enough to start several.
-      Young collections run as usual (they walk only what is new).
-    - After a project's load, `settled` freezes what is alive (gc.freeze): the project
-      just built, long-lived and acyclic, leaves the collector's sight, so later full
-      collections walk only what came after it. The cost: a reference cycle alive at that
-      moment is never collected; that happens once per project loaded.
-    """
-
-    def __init__(self, switch_s: float = HEAVY_SWITCH_S) -> None:
-        self.switch_s = switch_s
-        self.freezes = 0
-
-    def tune(self) -> None:
-        """The process's settings, once, before serving (mount.py)."""
-        sys.setswitchinterval(self.switch_s)
-        young, middle, full = gc.get_threshold()
-        gc.set_threshold(young, middle, full * RARE_FULL)
-
-    def settled(self) -> None:
-        """A project was loaded: keep it out of every later full collection (O(1))."""
-        gc.freeze()
-        self.freezes += 1
 
 
 class Watcher:
@@ -293,6 +186,7 @@ class Watcher:
         self._ahead_settling: trio.CancelScope | None = None  # while waiting for a pause
         self._ahead_wake = trio.Event()
         self.events = 0
+        self.own_renames = 0  # renames of this process's, skipped (`read_events`)
         self.watch_failures = 0  # folders that could not be watched (other than gone)
         self.overflows = 0
         self.loads = 0
@@ -512,7 +406,8 @@ class Watcher:
 
     async def _read(self) -> None:
         while True:
-            batch = await self.inotify.read()
+            batch, own = await read_events(self.inotify)
+            self.own_renames += own
             self.events += len(batch)
             self._send.send_nowait(batch)
 
