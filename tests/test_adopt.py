@@ -1,4 +1,4 @@
-"""Tier 1 (and one tier-3 check): adopting an old account's memory (SPEC 11).
+"""Tier 1 (and one tier-3 check): adopting an old account's memory (§11).
 
 A fake home in tmp_path holds the own account (``.claude``, source ``claude``), an old one
 (``.claude-work``, source ``work``) and pi. The clock is injected, so expiry never depends

@@ -1,4 +1,4 @@
-"""Tier 1: the catalog of projects: a project made through the mount (SPEC 4, 7.1, 7a)."""
+"""Tier 1: the catalog of projects: a project made through the mount (§4, §7.1, §7a)."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def test_a_project_made_through_the_mount_takes_its_whiteouts_from_disk(
 def test_a_project_made_through_the_mount_takes_whiteouts_read_elsewhere(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # SPEC 7a: the adapter reads the state file in the worker that made the folder, so the
+    # §7a: the adapter reads the state file in the worker that made the folder, so the
     # request thread reads nothing here.
     catalog = catalog_of(tmp_path)
 

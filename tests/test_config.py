@@ -1,4 +1,4 @@
-"""Tier 1: configuration, discovery and the containment refusals (SPEC 3).
+"""Tier 1: configuration, discovery and the containment refusals (§3).
 
 Every test passes an explicit env dict whose HOME and XDG_* folders lie in tmp_path.
 """

@@ -27,7 +27,7 @@ def fh(tmp_path: Path) -> FakeHome:
 
 
 def test_config_file_without_sources_still_discovers_them(fh: FakeHome) -> None:
-    # SPEC 3: "Every key has a default; the file is optional." A file that only tunes the
+    # §3: "Every key has a default; the file is optional." A file that only tunes the
     # preamble must not drop every source: `source` defaults to the discovered ones.
     path = cfg.config_path(fh.env)
     path.parent.mkdir(parents=True)
@@ -41,7 +41,7 @@ def test_config_file_without_sources_still_discovers_them(fh: FakeHome) -> None:
 
 
 def test_scan_of_a_deep_tree_does_not_crash(tmp_path: Path) -> None:
-    # SPEC 5.1: odd entries are left out, never fatal. _scan_dir/_scan_subdir recurse two
+    # §5.1: odd entries are left out, never fatal. _scan_dir/_scan_subdir recurse two
     # frames per level, so ~500 nested folders raise RecursionError out of scan().
     root = tmp_path / "root"
     (root / "s").mkdir(parents=True)
@@ -62,7 +62,7 @@ def test_scan_of_a_deep_tree_does_not_crash(tmp_path: Path) -> None:
 
 
 def test_memory_union_does_not_depend_on_change_order(fh: FakeHome) -> None:
-    # SPEC 5.3 and 6 ("the same sources give byte-identical output"): two other MEMORY.md
+    # §5.3 and §6 ("the same sources give byte-identical output"): two other MEMORY.md
     # versions with the same mtime are ordered by dict insertion order in _show_head, so
     # the union's lines come out in the order the files were scanned or changed.
     write(fh.memory(".claude") / "MEMORY.md", "- [a](a.md)\n", at(1))
@@ -78,7 +78,7 @@ def test_memory_union_does_not_depend_on_change_order(fh: FakeHome) -> None:
 
 
 def test_preamble_sees_a_future_memory_index_once_its_time_has_come(fh: FakeHome) -> None:
-    # SPEC 6: a file dated after the open is left out, and comes in once its time has come.
+    # §6: a file dated after the open is left out, and comes in once its time has come.
     # valid_until only looks at _by_mtime, which excludes MEMORY.md, so the preamble cached
     # without the index is served until something else changes.
     write(fh.memory(".claude") / "a.md", "a", at(1))
@@ -89,7 +89,7 @@ def test_preamble_sees_a_future_memory_index_once_its_time_has_come(fh: FakeHome
 
 
 def test_preamble_leaves_out_future_lines_of_other_memory_indexes(fh: FakeHome) -> None:
-    # SPEC 6: "Files with an mtime later than the moment of the open are left out of the
+    # §6: "Files with an mtime later than the moment of the open are left out of the
     # preamble." The union inlined as the index takes every other MEMORY.md, future or not.
     write(fh.memory(".claude") / "MEMORY.md", "- [a](a.md)\n", at(1))
     write(fh.memory(".claude-work") / "MEMORY.md", "- [later](later.md)\n", at(100))
@@ -109,7 +109,7 @@ def test_preamble_cache_follows_files_at(fh: FakeHome) -> None:
 
 
 def test_files_below_a_source_folder_named_preamble_stay_visible(fh: FakeHome) -> None:
-    # SPEC 4/5.2: every version is the head or under .history/. A source folder at the
+    # §4/5.2: every version is the head or under .history/. A source folder at the
     # root named PREAMBLE.md is hidden (_hidden), and a file in it is eligible as a head,
     # but tree.add("PREAMBLE.md/x.md") fails under the synthetic PREAMBLE.md leaf: the
     # version is shown nowhere, not even under .history/.
@@ -141,7 +141,7 @@ def test_rename_noreplace_moves_a_folder(place: Place) -> None:
 def test_set_attrs_mode_does_not_follow_a_symlink_out_of_the_source(
     place: Place, tmp_path: Path
 ) -> None:
-    # SPEC 10: memfs writes only in the own source. set_attrs(mode=...) calls os.chmod
+    # §10: memfs writes only in the own source. set_attrs(mode=...) calls os.chmod
     # with follow_symlinks=True, so a symlink planted in the own source (or a file swapped
     # for one between lookup and setattr) lets chmod change a file anywhere.
     outside = write(tmp_path / "outside.txt", "not memfs's")
@@ -165,7 +165,7 @@ def test_set_attrs_size_and_times_in_one_call_keeps_the_times(place: Place) -> N
 def test_a_kept_copy_with_the_computed_history_name_outlives_the_original(
     fh: FakeHome,
 ) -> None:
-    # Adopt (SPEC 11) keeps another source's body in the own source under exactly the
+    # Adopt (§11) keeps another source's body in the own source under exactly the
     # name memfs computes for that version's history entry. Both claimed one view entry,
     # and when the other source's file went, the entry went too, though the own copy
     # was still on disk.

@@ -620,7 +620,7 @@ async def test_a_head_file_is_read_through_the_descriptor_its_open_pinned(
     fds = open_fds()
     info = await ops.open(a.st_ino, os.O_RDONLY, CTX)
     assert info.keep_cache
-    # One version per open (SPEC 5.4): the open pins the file it reads; its folder stays
+    # One version per open (§5.4): the open pins the file it reads; its folder stays
     # open (pins.py), so that the next open costs one openat.
     assert ops.files.get(info.fh).fd >= 0
     assert len(ops.pins) == 1
@@ -714,7 +714,7 @@ def _rewritten(path: Path, body: bytes) -> bytes:
 async def test_no_read_fails_when_its_file_changes_on_disk(
     sample: Sample, change: Callable[[Path, bytes], bytes]
 ) -> None:
-    """SPEC 5.4: a change on disk, with or without an open descriptor, never turns a read
+    """§5.4: a change on disk, with or without an open descriptor, never turns a read
     into an error; the reader gets its version, or what the disk shows."""
     ops = sample.ops
     a = await walk(ops, f"{CLAUDE_SLUG}/a.md")
@@ -845,7 +845,7 @@ async def test_preamble_is_served_like_a_file_one_snapshot_per_open(sample: Samp
     ops = sample.ops
     found = await walk(ops, f"{CLAUDE_SLUG}/PREAMBLE.md")
     info = await ops.open(found.st_ino, os.O_RDONLY, CTX)
-    # Its real size, and the page cache (so mmap works), like any merged file (SPEC 6).
+    # Its real size, and the page cache (so mmap works), like any merged file (§6).
     assert info.keep_cache
     assert not info.direct_io
     body = await read_all(ops, info.fh)
@@ -1029,7 +1029,7 @@ async def test_a_failed_commit_is_returned_by_flush_and_leaves_nothing_behind(
     info, _ = await ops.create(project.st_ino, b"x.md", 0o100644, os.O_WRONLY, CTX)
     assert await ops.write(info.fh, 0, b"x\n") == 2
     # A folder made directly in the own source, not yet reported by the watcher, is in the
-    # way of the rename: close() must report it (SPEC 7.1).
+    # way of the rename: close() must report it (§7.1).
     (sample.own / "x.md").mkdir()
     assert await fuse_errno(ops.flush(info.fh)) == errno.EISDIR
     await ops.release(info.fh)
@@ -1189,7 +1189,7 @@ async def test_a_handoff_write_keeps_the_replaced_version(sample: Sample) -> Non
 
 async def test_unlinking_a_handoff_keeps_it_as_history(sample: Sample) -> None:
     # `mv` from another filesystem onto a handoff unlinks it, then creates the new one:
-    # the version it replaces is kept, as with a write (SPEC 7.2).
+    # the version it replaces is kept, as with a write (§7.2).
     ops = sample.ops
     name = "handoff-agent_x_20260101.md"
     write(sample.own / name, "first\n", at(70))
@@ -1313,7 +1313,7 @@ async def test_a_project_appearing_in_a_source_invalidates_its_root_entry(
 ) -> None:
     ops = sample.ops
     slug = "-home-a-brand-new"
-    # No source has it yet: an empty project (SPEC 4), not listed at the root.
+    # No source has it yet: an empty project (§4), not listed at the root.
     empty = await ops.lookup(ROOT_INODE, slug.encode(), CTX)
     assert await fuse_errno(ops.lookup(empty.st_ino, b"n.md", CTX)) == errno.ENOENT
     assert slug not in await listing(ops, ROOT_INODE)

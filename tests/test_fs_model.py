@@ -1,4 +1,4 @@
-"""Tier 2: a seeded model-based stress test of the adapter against SPEC 5 and 7.
+"""Tier 2: a seeded model-based stress test of the adapter against §5 and §7.
 
 Each seed drives thousands of random operations through the handlers of `memfs.adapter.fs.MemFS`
 (create, open, write, truncate, read, flush, close, rename, unlink, mkdir, rmdir, setattr,
@@ -8,7 +8,7 @@ beside it, wired as mount.py wires it. Odd seeds run the watcher all along, as a
 even seeds run it only while a change made on disk settles, so that what a handler itself
 leaves in the view is checked before any inotify event could mend it.
 
-After every step the view is compared with a small model of what SPEC 5 and 7 promise:
+After every step the view is compared with a small model of what §5 and §7 promise:
 
 - each path reads its head: the own source's version if there is one, else the newest by
   mtime (ties in config order), unless a whiteout hides it; a created file not committed
@@ -19,13 +19,14 @@ After every step the view is compared with a small model of what SPEC 5 and 7 pr
   byte-identical to their fingerprint (memfs never writes them);
 - then ``MemFS._check()``.
 
-The model keeps to what the SPEC states plainly: at most one writer per path, and a path
-with a writer is not renamed, unlinked or changed on disk meanwhile (what a second open
-sees then, and how an unlinked file behaves, are tested one by one in test_fs_writes.py).
+The model keeps to what the behaviour contract (docs/BEHAVIOUR.md) states plainly: at most
+one writer per path, and a path with a writer is not renamed, unlinked or changed on disk
+meanwhile (what a second open sees then, and how an unlinked file behaves, are tested one by
+one in test_fs_writes.py).
 A change on disk is awaited by polling the view against the model under a deadline.
 
 Deterministic given the seed: the operations depend only on the seed and the model (and,
-where the SPEC leaves a choice open, on what memfs chose: whether a stage made its folder
+where the contract leaves a choice open, on what memfs chose: whether a stage made its folder
 yet). Each seed prints itself and its operation count, which the test id carries too;
 MEMFS_MODEL_SEEDS (comma-separated) and MEMFS_MODEL_OPS change them.
 """
@@ -63,7 +64,7 @@ OPS = int(os.environ.get("MEMFS_MODEL_OPS", "1500"))
 OWN = "claude"
 READ_ONLY = ("work", "pi")  # config order: ties in mtime go to work
 FOLDERS = ("", "sub", "n0")
-HANDOFF = "handoff-a_20260101.md"  # its replaced versions are kept (SPEC 7.2)
+HANDOFF = "handoff-a_20260101.md"  # its replaced versions are kept (§7.2)
 NAMES = ("f0.md", "f1.md", HANDOFF)
 PATHS = tuple(f"{d}/{n}" if d else n for d in FOLDERS for n in NAMES)
 DISK_FOLDERS = ("", "sub")  # where agents writing directly on disk put their files
@@ -73,7 +74,7 @@ MAX_WRITERS = 4
 # The whole view is compared every FULL_EVERY steps (and after each change on disk); in
 # between, what the step touched (each full comparison costs ~150 handler calls).
 FULL_EVERY = 10
-SETTLE_SECONDS = 5.0  # a change on disk shows within one second (SPEC 5.4); slack for CI
+SETTLE_SECONDS = 5.0  # a change on disk shows within one second (§5.4); slack for CI
 DIR_WHITEOUT = -1
 
 WRITER = FakeContext()  # the tests' own pid: every writer
@@ -122,7 +123,7 @@ class Writer:
 class Model:
     own: dict[str, File] = field(default_factory=dict)
     own_dirs: set[str] = field(default_factory=set)
-    # Folders a writer's stage may have made in the own source already: the SPEC does not
+    # Folders a writer's stage may have made in the own source already: the contract does not
     # say when a stage is made, so the disk decides (see Run.resolve_folders).
     maybe_dirs: set[str] = field(default_factory=set)
     ro: dict[str, dict[str, File]] = field(default_factory=lambda: {s: {} for s in READ_ONLY})
@@ -133,7 +134,7 @@ class Model:
     kept: dict[str, dict[str, File]] = field(default_factory=dict)
 
     def head(self, path: str) -> tuple[str, File] | None:
-        """SPEC 5.2: the own version, else the newest visible one; ties in config order."""
+        """§5.2: the own version, else the newest visible one; ties in config order."""
         if path in self.own:
             return OWN, self.own[path]
         visible = [
@@ -876,7 +877,7 @@ class Run:
         head = m.head(path)
         assert head is not None
         old = head[1]
-        # A truncate of a handoff: whether it keeps the version is not the SPEC's to say.
+        # A truncate of a handoff: whether it keeps the version is not the contract's to say.
         what = self.rng.choice(["mode", "times"] + ([] if name_of(path) == HANDOFF else ["size"]))
         attrs = pyfuse3.EntryAttributes()
         fields = SetattrFields()

@@ -26,7 +26,7 @@ from memfs.disk.sources import STAGE_PREFIX
 async def test_a_reader_opening_a_file_being_written_commits_no_part(sample: Sample) -> None:
     # open() of a pending (created, not yet flushed) name force-commits the writer's stage
     # as it stands, so a reader's open puts a half-written file on disk and in the view
-    # (SPEC 7.1: readers, through the mount or on disk, never see a part).
+    # (§7.1: readers, through the mount or on disk, never see a part).
     ops = sample.ops
     project = await walk(ops, CLAUDE_SLUG)
     info, attrs = await ops.create(project.st_ino, b"new.md", 0o100644, os.O_WRONLY, CTX)

@@ -1,4 +1,4 @@
-"""Tier 2: every write handler of the adapter, awaited directly (SPEC 7, 7.3, 7.4, 7.6).
+"""Tier 2: every write handler of the adapter, awaited directly (§7, §7.3, §7.4, §7.6).
 
 No mount and no kernel: the handlers of `memfs.adapter.fs.MemFS` are awaited with a stand-in request
 context on the sample home of test_fs.py (own source ``claude``; ``work`` and ``pi``
@@ -500,7 +500,7 @@ async def test_mkdir_honours_the_callers_mode_and_umask_exactly(sample: Sample) 
         ("d750", 0o777, 0o027, 0o750),
         ("d775", 0o775, 0o002, 0o775),  # memfs's own umask (077 here) must not apply
         ("d700", 0o700, 0o000, 0o700),
-        ("d000", 0o000, 0o022, 0o000),  # mode 0 included (SPEC 7.6)
+        ("d000", 0o000, 0o022, 0o000),  # mode 0 included (§7.6)
     ]:
         ctx = FakeContext(umask=umask)
         attrs = await ok(ops, ops.mkdir(project, name.encode(), stat.S_IFDIR | mode, ctx))
@@ -519,7 +519,7 @@ async def test_create_honours_the_callers_mode_and_umask_exactly(sample: Sample)
         ("f644.md", 0o666, 0o022, 0o644),
         ("f664.md", 0o666, 0o002, 0o664),  # memfs's own umask (077 here) must not apply
         ("f640.md", 0o640, 0o000, 0o640),
-        ("f000.md", 0o000, 0o022, 0o000),  # mode 0 included (SPEC 7.6)
+        ("f000.md", 0o000, 0o022, 0o000),  # mode 0 included (§7.6)
     ]:
         fh, attrs = await create(ops, name, stat.S_IFREG | mode, FakeContext(umask=umask))
         assert stat.S_IMODE(attrs.st_mode) == expected, name
@@ -963,7 +963,7 @@ async def test_a_file_unlinked_while_open_commits_nothing_and_never_comes_back(
 async def test_a_file_unlinked_while_open_stays_usable_through_its_handle(
     sample: Sample, notes: Path
 ) -> None:
-    # fstat shows st_nlink 0; reads, writes and ftruncate work (SPEC 7.6).
+    # fstat shows st_nlink 0; reads, writes and ftruncate work (§7.6).
     ops = sample.ops
     project = (await find(ops, "")).st_ino
     ino = (await find(ops, "notes.md")).st_ino

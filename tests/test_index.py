@@ -1,4 +1,4 @@
-"""Tier 1: the MEMORY.md union (SPEC 5.3)."""
+"""Tier 1: the MEMORY.md union (§5.3)."""
 
 from __future__ import annotations
 

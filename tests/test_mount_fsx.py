@@ -1,4 +1,4 @@
-"""Tier 3: a seeded random test through a real mount, in the spirit of fsx (issue 10, SPEC 7.1).
+"""Tier 3: a seeded random test through a real mount, in the spirit of fsx (issue 10, §7.1).
 
 Random writes (at random offsets, sometimes past EOF), truncates (grow and shrink), reads,
 fsyncs and close/reopen, on three files: an own plain file, a handoff (each commit keeps a
@@ -7,7 +7,7 @@ copy in memory is checked after every operation: the range just written or read,
 writer's ``st_size``, and at every close the whole file through the mount (a fresh open and
 ``stat``) and on disk in the own source. A fresh reader opened while the writer is open sees
 the last committed version, whole, unless it is the writer's own thread: that one sees what
-it wrote (SPEC 7.1).
+it wrote (§7.1).
 
 Deterministic given the seed: every choice and every byte comes from ``random.Random(seed)``.
 Each run prints its seed and operation count; a failure names them, the operation and the
@@ -115,7 +115,7 @@ def ensure_open(run: Run, t: Target) -> None:
     t.fd = os.open(t.path, flags)
     if flags & os.O_TRUNC:
         t.changed = True
-        # An O_TRUNC open is a change of its own: it lands at close, not now (SPEC 7.1).
+        # An O_TRUNC open is a change of its own: it lands at close, not now (§7.1).
         run.expect(os.fstat(t.fd).st_size, 0, f"{t.name}: st_size after O_TRUNC")
 
 
@@ -289,7 +289,7 @@ def test_random_operations_match_a_shadow_copy(sandbox: Sandbox, rw: Writes, see
                 os.close(t.fd)
     print(f"fsx seed={seed}: {run.done} operations matched the shadow copy")
     assert run.done == ops, f"fsx seed={seed}: ran {run.done} of {ops} operations"
-    # Every commit of the handoff kept the version it replaced, the last 20 of them (SPEC 7.2).
+    # Every commit of the handoff kept the version it replaced, the last 20 of them (§7.2).
     kept = os.listdir(rw.mnt(".history", HANDOFF))
     assert 1 <= len(kept) <= HANDOFF_VERSIONS, f"fsx seed={seed}: {len(kept)} kept versions"
     # Releases follow the closes: then no stage file may be left.

@@ -1,4 +1,4 @@
-"""Tier 3: `here` from an agent's first session on (SPEC 4), and Claude Code through it.
+"""Tier 3: `here` from an agent's first session on (§4), and Claude Code through it.
 
 `here` names the calling process's project whether or not any source holds memory for it,
 so an agent with no integration can read and write there from its very first session. The

@@ -1,5 +1,5 @@
-"""Tier 3: nothing accepted through the mount is lost, for its mode or for its name (SPEC
-5.1, 5.2, 7.3, 7.6), and a project folder takes times like any folder.
+"""Tier 3: nothing accepted through the mount is lost, for its mode or for its name (§5.1,
+§5.2, §7.3, §7.6), and a project folder takes times like any folder.
 
 Modes only show their faults to a normal user (root ignores permission bits), so those
 tests run memfs and every client as one (``normal_user`` in mounting.py). Names and times

@@ -1,9 +1,9 @@
-"""Tier 3: the POSIX behaviour tools rely on, through a real mount (SPEC 7.6, 7.1; issue 12).
+"""Tier 3: the POSIX behaviour tools rely on, through a real mount (§7.6, §7.1; issue 12).
 
-One test (or a few) per item of SPEC 7.6, made with real syscalls from this process or with
+One test (or a few) per item of §7.6, made with real syscalls from this process or with
 the tools that rely on them (tar, cp -a, install, run as root): a file unlinked while open,
 ``EFBIG`` at ``max_file_bytes``, mode and umask at mkdir and create, chown to the owner
-shown, ``utimensat``, folders' ``st_nlink``, and ``mmap``. Then SPEC 7.1's full disk: the
+shown, ``utimensat``, folders' ``st_nlink``, and ``mmap``. Then §7.1's full disk: the
 own source on a small tmpfs, filled nearly full, where no failed write may change any file.
 
 Same harness as test_mount_write.py: the ``rw`` fixture fingerprints the read-only sources
@@ -253,7 +253,7 @@ PAST_THE_LIMIT: dict[str, tuple[int, Callable[[int], object]]] = {
 def test_write_past_max_file_bytes_fails_with_efbig_and_changes_nothing(
     sandbox: Sandbox, rw: Writes
 ) -> None:
-    """EFBIG at the write or truncate that passes the limit; close() returns it (SPEC 7.1)."""
+    """EFBIG at the write or truncate that passes the limit; close() returns it (§7.1)."""
     build(sandbox)
     sandbox.write_config(limits={"max_file_bytes": LIMIT})
     rw.mount()
@@ -351,7 +351,7 @@ def test_a_file_over_the_limit_from_outside_stays_out_and_can_be_unlinked(
     sandbox.write("personal", SLUG, "dumps/big.md", b"x" * (LIMIT + 1))
     sandbox.write("personal", SLUG, "dumps/small.md", b"small\n")
     mount = rw.mount()
-    assert os.listdir(rw.mnt("dumps")) == ["small.md"]  # left out, as SPEC 5.1 says
+    assert os.listdir(rw.mnt("dumps")) == ["small.md"]  # left out, as §5.1 says
     # One arriving while mounted: left out too.
     sandbox.write("personal", SLUG, "dumps/late.md", b"y" * (LIMIT + 10))
     counted, _ = wait_until(
@@ -680,7 +680,7 @@ def test_read_only_mmap_works_on_plain_files_and_preamble(sandbox: Sandbox, rw: 
     assert failed == [], "\n".join(failed)
 
 
-# --- SPEC 7.1: a full own source --------------------------------------------------------
+# --- §7.1: a full own source --------------------------------------------------------
 
 TMPFS_SIZE = "4m"
 LEFT_FREE = 16 << 10  # bytes left on the tmpfs once it is filled

@@ -1,4 +1,4 @@
-"""Tier 3: the read path through a real FUSE mount (SPEC 4, 5, 6, 8, 9, 10).
+"""Tier 3: the read path through a real FUSE mount (§4, §5, §6, §8, §9, §10).
 
 Each test builds sources in a sandboxed home, mounts memfs in a subprocess and drives the
 mount with ordinary tools (ls, cat, stat, wc, find, readlink) and syscalls. Changes made
@@ -42,7 +42,7 @@ pytestmark = MOUNT_MARKS
 SHOP = "/home/u/src/my_shop.v2"
 SLUG = slug_of(Path(SHOP))  # -home-u-src-my-shop-v2
 PI_SLUG = SHOP.replace("/", "-")  # -home-u-src-my_shop.v2
-SOON = 1.0  # SPEC 5.4: changes in a source show within one second
+SOON = 1.0  # §5.4: changes in a source show within one second
 
 
 def lines(data: bytes) -> list[str]:
@@ -271,7 +271,7 @@ def test_here_follows_each_callers_cwd(sandbox: Sandbox, mounts: Mounts) -> None
     # Inside the mount, `here` is the project being walked.
     assert target(sandbox.mnt(slug_of(alpha))) == slug_of(alpha)
     # A folder with no memory yet: `here` still names a folder, holding only PREAMBLE.md
-    # (SPEC 4); it is not listed at the root until something is written into it.
+    # (§4); it is not listed at the root until something is written into it.
     stray = sandbox.project_dir("stray")
     assert target(stray) == slug_of(Path(os.path.realpath(stray)))
     assert b"REPO-HANDOFF" not in sandbox.out("cat", here / "PREAMBLE.md", cwd=stray)
@@ -373,7 +373,7 @@ def test_new_project_folder_appears_at_the_root(sandbox: Sandbox, mounts: Mounts
     mounts()
     assert os.listdir(sandbox.mountpoint)  # the root has been listed once
     late = slug_of(Path("/home/u/src/late"))
-    # No source has it yet: an empty folder holding only PREAMBLE.md, not listed (SPEC 4).
+    # No source has it yet: an empty folder holding only PREAMBLE.md, not listed (§4).
     assert os.listdir(sandbox.mnt(late)) == ["PREAMBLE.md"]
     assert late not in os.listdir(sandbox.mountpoint)
 
@@ -400,7 +400,7 @@ def test_new_project_folder_appears_at_the_root(sandbox: Sandbox, mounts: Mounts
     (sandbox.source("pi").root / "-home-u-src-late" / "pi.md").unlink()
     (sandbox.source("pi").root / "-home-u-src-late").rmdir()
     wait_until(lambda: late not in os.listdir(sandbox.mountpoint), SOON, "project gone")
-    # Its name is a project with no memory again: an empty folder (SPEC 4).
+    # Its name is a project with no memory again: an empty folder (§4).
     wait_until(lambda: os.listdir(sandbox.mnt(late)) == ["PREAMBLE.md"], SOON, "empty again")
 
 
@@ -456,7 +456,7 @@ def test_second_read_of_an_unchanged_file_reaches_no_read(sandbox: Sandbox, moun
     # Entries, attributes and pages cached: open, flush, release and nothing else.
     for counts in (warm_cat, warm_memory):
         assert counts == {"open": 1, "flush": 1, "release": 1}, counts
-    # PREAMBLE.md is served like a plain file (SPEC 6): pages kept, the same three requests.
+    # PREAMBLE.md is served like a plain file (§6): pages kept, the same three requests.
     assert warm_preamble == {"open": 1, "flush": 1, "release": 1}, warm_preamble
 
 
@@ -481,7 +481,7 @@ def test_warm_cats_still_see_every_change(sandbox: Sandbox, mounts: Mounts) -> N
         wait_until(cached, SOON, "a warm cat served from the page cache")
 
     def shows(old: bytes, new: bytes, what: str) -> None:
-        """Within SPEC 5.4's second; every read meanwhile is one version, whole."""
+        """Within §5.4's second; every read meanwhile is one version, whole."""
 
         def seen() -> bool:
             got = read(arch)
@@ -535,7 +535,7 @@ def test_inode_numbers_are_stable_across_walks(sandbox: Sandbox, mounts: Mounts)
     p["work_deploys"].write_text("Changed deploys\n")
     deploys = sandbox.mnt(SLUG, "deploys.md")
     wait_until(lambda: read(deploys) == b"Changed deploys\n", SOON, "change shown")
-    # PREAMBLE.md's rendering changed with them: a new rendering is a new inode (SPEC 6:
+    # PREAMBLE.md's rendering changed with them: a new rendering is a new inode (§6:
     # no cached page of one may mix with another). The kernel's entry of the name is
     # dropped by the invalidation task, which may come a moment after the new bytes show.
     preamble = str(sandbox.mnt(SLUG, "PREAMBLE.md"))
@@ -681,7 +681,7 @@ def test_odd_inputs_do_not_crash_the_mount(sandbox: Sandbox, mounts: Mounts) -> 
     preamble = sandbox.out("cat", mnt / "PREAMBLE.md")
     assert len(preamble) == os.stat(mnt / "PREAMBLE.md").st_size
     assert b"SECRET" not in preamble
-    # Only text is inlined (SPEC 6): a file that is not valid UTF-8 is indexed, not inlined,
+    # Only text is inlined (§6): a file that is not valid UTF-8 is indexed, not inlined,
     # and PREAMBLE.md stays valid UTF-8 (tests/test_preamble.py).
     assert b"# Own \xff index" not in preamble
     assert b"not text, not inlined" in preamble
@@ -832,7 +832,7 @@ def read_fd(fd: int) -> bytes:
 
 
 def test_stale_mount_is_cleared_by_the_next_mount(sandbox: Sandbox, mounts: Mounts) -> None:
-    """SPEC 9. A stat of the crashed root is answered from the kernel's attribute cache, so
+    """§9. A stat of the crashed root is answered from the kernel's attribute cache, so
     staleness must be probed with a call that reaches the connection (statfs)."""
     sandbox.write("work", "-p", "a.md", "a\n")
     crashed = mounts()
@@ -850,7 +850,7 @@ def test_stale_mount_is_cleared_by_the_next_mount(sandbox: Sandbox, mounts: Moun
 
 
 def test_files_written_into_a_new_memory_folder_show(sandbox: Sandbox, mounts: Mounts) -> None:
-    """SPEC 5.4. A folder scanned before it is watched loses, for good, a file created or
+    """§5.4. A folder scanned before it is watched loses, for good, a file created or
     written in between: memory/ made and written right after its project was looked up."""
     mounts()
     misses = []
@@ -897,7 +897,7 @@ def test_files_written_into_a_new_subfolder_show(sandbox: Sandbox, mounts: Mount
 def test_future_dated_file_coming_due_does_not_truncate_preamble(
     sandbox: Sandbox, mounts: Mounts
 ) -> None:
-    """SPEC 6. PREAMBLE.md grows by itself when a future-dated file comes due; a size the
+    """§6. PREAMBLE.md grows by itself when a future-dated file comes due; a size the
     kernel cached from before must not cut `cat` short (mid-line, with no marker)."""
     sandbox.write("work", "-p", "a.md", "a\n")
     mounts()
@@ -915,7 +915,7 @@ def test_future_dated_file_coming_due_does_not_truncate_preamble(
 
 
 def test_open_preamble_reads_its_whole_snapshot(sandbox: Sandbox, mounts: Mounts) -> None:
-    """SPEC 6: one open reads one consistent snapshot, even when the preamble shrinks between
+    """§6: one open reads one consistent snapshot, even when the preamble shrinks between
     open and read (the kernel bounds cached reads by the inode's current size)."""
     sandbox.write("work", "-p", "a.md", "a\n")
     big = sandbox.write("work", "-p", "big.md", "B" * 2000 + "\n")
@@ -934,7 +934,7 @@ def test_open_preamble_reads_its_whole_snapshot(sandbox: Sandbox, mounts: Mounts
 def test_source_folder_named_here_does_not_shadow_the_here_link(
     sandbox: Sandbox, mounts: Mounts
 ) -> None:
-    """SPEC 4: slugs begin with '-'. A folder `here` in a source root is no project: listed,
+    """§4: slugs begin with '-'. A folder `here` in a source root is no project: listed,
     its directory entry would hide the `here` link from every caller for an hour."""
     alpha = Path(os.path.realpath(sandbox.project_dir("alpha")))
     sandbox.write("work", slug_of(alpha), "a.md", "ALPHA\n")

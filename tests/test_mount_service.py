@@ -1,4 +1,4 @@
-"""Tier 3: memfs as a service (SPEC 8, 9), with real mounts in subprocesses.
+"""Tier 3: memfs as a service (§8, §9), with real mounts in subprocesses.
 
 sd_notify is checked with a real ``AF_UNIX``/``SOCK_DGRAM`` socket bound by the test, with
 ``SO_PASSCRED`` on, so every datagram carries the sender's pid: the unit says
@@ -872,7 +872,7 @@ def test_background_mount_status_sigusr1_and_umount(sandbox: Sandbox, mounts: Mo
     assert len(gone.stderr.strip().splitlines()) == 1, gone.stderr
 
 
-# --- a normal user: the bare mountpoint, fusermount3's refusals (SPEC 9) -----------------
+# --- a normal user: the bare mountpoint, fusermount3's refusals (§9) -----------------
 
 
 @pytest.fixture

@@ -204,7 +204,7 @@ def test_sigterm_during_startup_unmounts_cleanly(sandbox: Sandbox, mounts: Mount
     """BUG (race): mount.run_foreground mounted (pyfuse3.init) before any SIGTERM/SIGINT
     handler existed; the trio receiver is opened only when the _signals task first runs. A
     `systemctl --user stop` (or Ctrl-C) in that window killed memfs with the default
-    action: exit -15 and a dead ENOTCONN mount, not the clean unmount SPEC 9 promises on
+    action: exit -15 and a dead ENOTCONN mount, not the clean unmount §9 promises on
     stop. (The stop signals are now blocked from the mount until _signals listens.)"""
     shop(sandbox)
     marker, go = sandbox.base / "mounted", sandbox.base / "go"

@@ -1,4 +1,4 @@
-"""Tier 3: memfs's own state folder is private to its user through a real mount (SPEC 3).
+"""Tier 3: memfs's own state folder is private to its user through a real mount (§3).
 
 The daemon runs under umask 022, as a login shell's would; still the state folder is 0700
 and each file in it 0600: the log (it names project paths), the whiteouts (names of

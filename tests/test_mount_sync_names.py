@@ -1,4 +1,4 @@
-"""Tier 3: a sync tool's files through a real mount (SPEC 2, 5.1, 5.2, 12).
+"""Tier 3: a sync tool's files through a real mount (§2, §5.1, §5.2, §12).
 
 A read-only source is a folder a sync tool fills: its root holds `.stfolder`, `.stversions`
 and `.git`, and a project folder holds a temp file in flight (full of NUL bytes, as
@@ -22,7 +22,7 @@ pytestmark = MOUNT_MARKS
 SLUG = slug_of(Path("/home/u/src/notes_app"))
 TEMP = ".syncthing.x.md.tmp"
 CONFLICT = "notes.sync-conflict-20261201-075022-C7DWIIF.md"
-SOON = 1.0  # SPEC 5.4
+SOON = 1.0  # §5.4
 
 
 def listing(path: Path) -> set[str]:
@@ -58,7 +58,7 @@ def test_sync_tool_files_never_show_as_projects_or_heads(sandbox: Sandbox, mount
     root = listing(sandbox.mountpoint)
     assert root == {"here", SLUG}, root
     for phantom in ("-stfolder", "-stversions", "-git"):
-        # Any slug may be looked up (a project with no memory yet, SPEC 4): then it is
+        # Any slug may be looked up (a project with no memory yet, §4): then it is
         # empty, nothing of the marker folder shows in it.
         if errno_of(os.stat, sandbox.mnt(phantom)) != errno.ENOENT:
             assert listing(sandbox.mnt(phantom)) == {"PREAMBLE.md"}, phantom

@@ -1,4 +1,4 @@
-"""Tier 3: `memfs umount` of a busy mount names who holds it and the way out (SPEC 8).
+"""Tier 3: `memfs umount` of a busy mount names who holds it and the way out (§8).
 
 A `sleep` started by the test with its working folder inside the mount holds it busy.
 Teardown always kills the holder and unmounts (`fusermount3 -u`, then `-uz`), before the

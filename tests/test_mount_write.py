@@ -1,4 +1,4 @@
-"""Tier 3: writes through a real FUSE mount (SPEC 7, 10).
+"""Tier 3: writes through a real FUSE mount (§7, §10).
 
 Every write is made by a real client in a subprocess: the shell's ``>`` and ``>>``, ``cp``,
 ``mv``, ``sed -i``, ``rsync``, ``touch``, ``truncate``, ``chmod``, ``rm``, ``mkdir``, ``rmdir``,
@@ -320,7 +320,7 @@ def on_disk_names(folder: Path) -> set[str]:
     return set(os.listdir(folder))
 
 
-# --- SPEC 7.1: every client's write is an atomic replace in the own source --------------
+# --- §7.1: every client's write is an atomic replace in the own source --------------
 
 
 def test_every_client_commits_an_atomic_replace(sandbox: Sandbox, rw: Writes) -> None:
@@ -468,7 +468,7 @@ def test_every_client_commits_an_atomic_replace(sandbox: Sandbox, rw: Writes) ->
     assert mount.status()["commits"] >= len(seen)
 
 
-# --- SPEC 5.2, 7.1: copy-up of a head that only a read-only source has ------------------
+# --- §5.2, §7.1: copy-up of a head that only a read-only source has ------------------
 
 
 def test_write_to_a_readonly_head_copies_it_up(sandbox: Sandbox, rw: Writes) -> None:
@@ -517,7 +517,7 @@ def test_write_to_a_readonly_head_copies_it_up(sandbox: Sandbox, rw: Writes) -> 
     assert not rw.own(".history").exists()
 
 
-# --- SPEC 7.2: handoffs keep the versions they replace --------------------------------
+# --- §7.2: handoffs keep the versions they replace --------------------------------
 
 
 def test_handoff_keeps_the_last_versions_it_replaced(sandbox: Sandbox, rw: Writes) -> None:
@@ -581,7 +581,7 @@ def test_handoff_keeps_the_last_versions_it_replaced(sandbox: Sandbox, rw: Write
     assert not rw.own(".history", "plain.md").exists()
 
 
-# --- SPEC 7.1: a slow writer never shows a part ----------------------------------------
+# --- §7.1: a slow writer never shows a part ----------------------------------------
 
 SLOW_WRITER = """
 import os, sys
@@ -703,7 +703,7 @@ def test_slow_writer_leaves_the_old_whole_file_on_disk_until_close(
     assert bad == [], "a reader on disk saw a part:\n" + "\n".join(bad[:8])
 
 
-# --- SPEC 7.5: memfs killed mid-burst --------------------------------------------------
+# --- §7.5: memfs killed mid-burst --------------------------------------------------
 
 BURST_WRITER = """
 import os, sys, threading, hashlib
@@ -885,7 +885,7 @@ def test_memfs_killed_during_100_handoff_writes(sandbox: Sandbox, rw: Writes) ->
     print(f"\n{done} writes done, {len(left)} temp files swept, {kept} kept versions whole")
 
 
-# --- SPEC 7.2: eight writers of one handoff at once ------------------------------------
+# --- §7.2: eight writers of one handoff at once ------------------------------------
 
 SAME_HANDOFF_WRITER = """
 import os, sys
@@ -1011,7 +1011,7 @@ def test_writer_killed_mid_write_leaves_no_stage_and_no_mix(sandbox: Sandbox, rw
     assert seen["mount after"] == seen["disk after"]
 
 
-# --- SPEC 7.3: rename ------------------------------------------------------------------
+# --- §7.3: rename ------------------------------------------------------------------
 
 
 def test_rename_within_into_across_and_onto(sandbox: Sandbox, rw: Writes) -> None:
@@ -1093,7 +1093,7 @@ def test_rename_within_into_across_and_onto(sandbox: Sandbox, rw: Writes) -> Non
     assert stages(rw.own_root) == []
 
 
-# --- SPEC 7.3: unlink and whiteouts ---------------------------------------------------
+# --- §7.3: unlink and whiteouts ---------------------------------------------------
 
 
 def test_unlink_hides_readonly_versions_and_removes_own_ones(sandbox: Sandbox, rw: Writes) -> None:
@@ -1138,7 +1138,7 @@ def test_unlink_hides_readonly_versions_and_removes_own_ones(sandbox: Sandbox, r
     assert read(rw.own("deploys.md")) == b"back\n"
 
 
-# --- SPEC 7.3: folders ---------------------------------------------------------------
+# --- §7.3: folders ---------------------------------------------------------------
 
 
 def test_mkdir_and_rmdir(sandbox: Sandbox, rw: Writes) -> None:
@@ -1163,7 +1163,7 @@ def test_mkdir_and_rmdir(sandbox: Sandbox, rw: Writes) -> None:
     assert errno_of(os.stat, mnt("empty-dir")) == errno.ENOENT
     assert (sandbox.source("work").folder(SLUG) / "empty-dir").is_dir()
 
-    # At the root every canonical slug is a folder already (SPEC 4: `here` never dangles),
+    # At the root every canonical slug is a folder already (§4: `here` never dangles),
     # empty until its first write makes the own source's folder and lists it.
     new = slug_of(Path("/home/u/src/brand_new"))
     assert child_errno(sandbox, "os.mkdir(args[0])", sandbox.mnt(new)) == "EEXIST"
@@ -1184,7 +1184,7 @@ def test_mkdir_and_rmdir(sandbox: Sandbox, rw: Writes) -> None:
     assert "Operation not permitted" in fails(sandbox, "rmdir", sandbox.mnt(empty))
 
 
-# --- SPEC 7.3: chmod, utimens, truncate ------------------------------------------------
+# --- §7.3: chmod, utimens, truncate ------------------------------------------------
 
 
 def test_chmod_touch_truncate_land_in_the_own_source(sandbox: Sandbox, rw: Writes) -> None:
@@ -1236,7 +1236,7 @@ def test_chmod_touch_truncate_land_in_the_own_source(sandbox: Sandbox, rw: Write
     assert stages(rw.own_root) == []
 
 
-# --- SPEC 7.3, 7.4: refusals ---------------------------------------------------------
+# --- §7.3, §7.4: refusals ---------------------------------------------------------
 
 
 def test_links_nodes_preamble_and_history_are_refused(sandbox: Sandbox, rw: Writes) -> None:

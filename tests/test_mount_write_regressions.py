@@ -51,7 +51,7 @@ def rw(sandbox: Sandbox, mounts: Mounts) -> Iterator[Writes]:
 def test_readers_through_the_mount_never_see_a_slow_writers_part(
     sandbox: Sandbox, rw: Writes
 ) -> None:
-    """SPEC 7.1: readers through the mount see the old or the new whole file, never a part.
+    """§7.1: readers through the mount see the old or the new whole file, never a part.
 
     Today a fresh open through the mount reads the writer's bytes so far, and stat shows
     their size: the writer's pages land in the inode's page cache (shared by every opener),
@@ -77,7 +77,7 @@ def test_writer_killed_mid_write_commits_nothing(sandbox: Sandbox, rw: Writes) -
 def test_handoff_versions_replaced_within_one_second_keep_the_newest(
     sandbox: Sandbox, rw: Writes
 ) -> None:
-    """SPEC 7.2: the last N versions replaced are kept.
+    """§7.2: the last N versions replaced are kept.
 
     Kept names are `<own>@<stamp of the replaced version's mtime>.md`, with `~2`, `~3`...
     for versions of one second. staging.keep_version takes the first free number, so once
@@ -102,7 +102,7 @@ def test_handoff_versions_replaced_within_one_second_keep_the_newest(
 
 
 def test_eight_writers_of_a_new_handoff_keep_seven_versions(sandbox: Sandbox, rw: Writes) -> None:
-    """SPEC 7.2 with a handoff name that did not exist yet.
+    """§7.2 with a handoff name that did not exist yet.
 
     Today none of the 7 replaced versions is kept: the first writer's create makes the name
     pending, the others open the pending name (fs.py `_open_pending`), and neither a created
@@ -116,7 +116,7 @@ def test_eight_writers_of_a_new_handoff_keep_seven_versions(sandbox: Sandbox, rw
 def test_sigkill_during_a_write_burst_leaves_a_dead_mount_not_a_hung_one(
     sandbox: Sandbox, rw: Writes
 ) -> None:
-    """SPEC 7.5, 9: memfs killed mid-write leaves ENOTCONN, and the next mount clears it.
+    """§7.5, §9: memfs killed mid-write leaves ENOTCONN, and the next mount clears it.
 
     Today the killed daemon often cannot exit: a worker thread is blocked in the kernel in
     `pyfuse3.invalidate_entry` (fuse_reverse_inval_entry waits for the folder's inode lock,
@@ -159,7 +159,7 @@ def test_sigkill_during_a_write_burst_leaves_a_dead_mount_not_a_hung_one(
 
 
 def test_folder_mode_and_mtime_show_through_the_mount(sandbox: Sandbox, rw: Writes) -> None:
-    """SPEC 7.3: chmod and utimens work on the own source's folders, and show.
+    """§7.3: chmod and utimens work on the own source's folders, and show.
 
     Today the change lands on disk, but the mount shows every folder as 0755 with the
     mount's start time (fs.py `_attrs` -> `_dir_attrs(ino, self._dir_mode(), started_ns)`).
@@ -175,7 +175,7 @@ def test_folder_mode_and_mtime_show_through_the_mount(sandbox: Sandbox, rw: Writ
 
 
 def test_a_bare_truncation_is_seen_right_after_close(sandbox: Sandbox, rw: Writes) -> None:
-    """SPEC 7.1: a read after close() returns sees the new file, here the empty one.
+    """§7.1: a read after close() returns sees the new file, here the empty one.
 
     Today `: > file` (O_TRUNC, nothing written) commits only at RELEASE (fs.py `release`,
     `Handle.unsaved`), which the kernel sends after close() has returned: a read right after

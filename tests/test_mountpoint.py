@@ -1,4 +1,4 @@
-"""The bare mountpoint folder (SPEC 9) and the one-line mount refusals (tier 1).
+"""The bare mountpoint folder (§9) and the one-line mount refusals (tier 1).
 
 No mount here: the sealing, the not-empty refusal and the commands it names are checked on
 tmp folders, and each named command is run with ``sh`` to show it moves everything where

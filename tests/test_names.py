@@ -1,4 +1,4 @@
-"""Tier 1: names that are not memory, and conflict copies (SPEC 2, 5.1, 5.2).
+"""Tier 1: names that are not memory, and conflict copies (§2, §5.1, §5.2).
 
 Every rule of `names.RULES` has cases here, named by its key: names it must leave out and
 look-alikes it must keep. A rule added without a case fails `test_every_rule_has_a_case`.
@@ -62,7 +62,7 @@ ORDINARY = [
     "handoff-claude_-home-a-proj.md",
     "feedback_testing.md",
     "sub/deeper.md",
-    # Claude Code's temp file: created through the mount, closed, then renamed (SPEC 7.3).
+    # Claude Code's temp file: created through the mount, closed, then renamed (§7.3).
     "notes.md.tmp.12345.0123456789ab",
     "MEMORY.md.tmp.1.ffffffffffff",
     ".env.tmp.4242.abcdefabcdef",
@@ -270,7 +270,7 @@ def test_look_alikes_are_not_conflict_copies(name: str) -> None:
     assert names.conflict_original(name) is None
 
 
-# --- project folders at a source's slug level (SPEC 2) ---------------------------------------
+# --- project folders at a source's slug level (§2) ---------------------------------------
 
 
 @pytest.mark.parametrize("name", [".stfolder", ".stversions", ".git", ".DS_Store", ".-home-a"])

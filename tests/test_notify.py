@@ -1,4 +1,4 @@
-"""Tier 1: sd_notify datagrams reach a real AF_UNIX socket (SPEC 8, 9)."""
+"""Tier 1: sd_notify datagrams reach a real AF_UNIX socket (§8, §9)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tier 1: the PREAMBLE.md renderer and its rules (SPEC 6), as plain functions."""
+"""Tier 1: the PREAMBLE.md renderer and its rules (§6), as plain functions."""
 
 from __future__ import annotations
 
@@ -930,7 +930,7 @@ def check_cut(shown: bytes, body: bytes, path: str) -> None:
     assert int(marker[1]) == len(body) - len(prefix) > 0
 
 
-# --- through a loaded project (SPEC 6 as amended) ------------------------------------------
+# --- through a loaded project (§6 as amended) ------------------------------------------
 #
 # The renderer's inputs are picked by project.py: which handoff is the latest, which heads
 # are superseded, stale or not text. These tests load projects from a fake home.

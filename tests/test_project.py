@@ -1,6 +1,6 @@
 """Tier 1: a loaded project: heads, history, MEMORY.md union, incremental changes, preamble.
 
-SPEC 4, 5.2, 5.3, 6. Projects load from a fake home in tmp_path; ``_check()`` runs after
+§4, §5.2, §5.3, §6. Projects load from a fake home in tmp_path; ``_check()`` runs after
 every change. The merge must not depend on the order files are scanned or changed in: the
 property tests apply the same versions in different orders and compare the views, with
 each other and with a fresh load of the same files from disk.
@@ -610,7 +610,7 @@ def test_preamble_is_cached_until_the_project_changes(fh: FakeHome) -> None:
     assert b"second" in project.preamble(FILES_AT, at(102))
 
 
-# --- sync tools' files and conflict copies (SPEC 5.1) ----------------------------------------
+# --- sync tools' files and conflict copies (§5.1) ----------------------------------------
 
 CONFLICT = "notes.sync-conflict-20261201-075022-C7DWIIF.md"
 TEMP = ".syncthing.x.md.tmp"
@@ -737,7 +737,7 @@ def test_a_conflict_copy_is_a_version_of_its_original(fh: FakeHome) -> None:
     assert b"sync-conflict" not in text
     assert b"conflicted copy" not in text
     assert b"the losing edit" not in text
-    # The preamble marks a file with unresolved conflict copies, where they are (SPEC 5.1).
+    # The preamble marks a file with unresolved conflict copies, where they are (§5.1).
     assert b"1 unresolved conflict copy under .history/notes.md/" in text
     project.drop_version(1, CONFLICT)  # resolved: the copy is deleted
     assert b"unresolved conflict" not in project.preamble(FILES_AT, now_ns=at(100))
@@ -870,7 +870,7 @@ def test_a_dropped_project_is_freed_by_reference_counting_alone(fh: FakeHome) ->
 def test_bodies_read_ahead_leave_the_renderings_nothing_to_read(
     fh: FakeHome, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # SPEC 7a: the watcher reads what the next PREAMBLE.md and MEMORY.md need in a worker
+    # §7a: the watcher reads what the next PREAMBLE.md and MEMORY.md need in a worker
     # (bodies_wanted, read_bodies, keep_bodies); the renderings, on the request thread,
     # then read nothing, and are byte for byte what reading the disk gives.
     own, work, pi = fh.memory(".claude"), fh.memory(".claude-work"), fh.pi()

@@ -1,4 +1,4 @@
-"""Tier 1: the systemd user unit, its rendering, install and uninstall (SPEC 9).
+"""Tier 1: the systemd user unit, its rendering, install and uninstall (§9).
 
 Every unit text is checked by systemd itself: ``systemd-analyze --user verify``
 must print nothing on stderr, since it exits 0 on many mistakes and only warns
@@ -205,7 +205,7 @@ def test_unit_settings() -> None:
     assert settings[("Install", "WantedBy")] == "default.target"
     assert ("Unit", "Description") in settings
     assert not any(key == "KillMode" for _, key, _ in _settings(text))
-    # No mkdir: it would make the mountpoint writable; memfs creates it sealed (SPEC 9).
+    # No mkdir: it would make the mountpoint writable; memfs creates it sealed (§9).
     assert _values(text, "ExecStartPre") == ["-/usr/bin/fusermount3 -uz %h/memfs"]
     assert _values(text, "ExecStart") == ["/opt/memfs/bin/memfs mount --foreground %h/memfs"]
 
@@ -455,7 +455,7 @@ def test_uninstall_now_keeps_the_unit_when_disable_fails(
     assert service.unit_path(env).is_file()
 
 
-# -- install keeps the mountpoint from eating writes (SPEC 9) ---------------------
+# -- install keeps the mountpoint from eating writes (§9) ---------------------
 
 
 def _mode(path: Path) -> int:

@@ -1,4 +1,4 @@
-"""Tier 1: slugs, canonical slugs and cwd -> project root (SPEC 2, 4)."""
+"""Tier 1: slugs, canonical slugs and cwd -> project root (§2, §4)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The soak (SPEC 5.4, 7.1, issue 13): writers, readers and out-of-band changes at once.
+"""The soak (§5.4, §7.1, issue 13): writers, readers and out-of-band changes at once.
 
 Tier 1 checks the checker: a whole body passes and every kind of tear the issue describes
 is caught; a real render of PREAMBLE.md, whole or cut, passes, and a short or spliced one
@@ -6,7 +6,7 @@ does not. Tier 3 runs ``tests/bench/soak.py`` for about a minute on a real mount
 writers of both patterns on the same names, four readers, one out-of-band writer renaming
 into the read-only and the own source, one `touch` loop and one append loop on disk in both
 sources, on names the readers read) and asserts that no read failed (a file changing under
-a reader, on disk or through the mount, never turns a read into an error) and what SPEC 7.1
+a reader, on disk or through the mount, never turns a read into an error) and what §7.1
 promises: no torn read, no failed operation, every head whole on disk and through the
 mount, no temporary file left, memfs alive with a steady RSS. ``MEMFS_SOAK_SECONDS`` changes
 the length (the benchmark command ``python -m tests.bench.soak`` is the long run).

@@ -1,4 +1,4 @@
-"""Tier 1: every read of the source folders (SPEC 5.1, 10)."""
+"""Tier 1: every read of the source folders (§5.1, §10)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tier 1: every write to a source folder: staged files, atomic replace, kept history (SPEC 7)."""
+"""Tier 1: every write to a source folder: staged files, atomic replace, kept history (§7)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tier 1: memfs's own state folder is private to its user (SPEC 3).
+"""Tier 1: memfs's own state folder is private to its user (§3).
 
 It names the user's projects (the log) and the files they deleted (whiteouts): whatever
 the umask, its folders are 0700 and its files 0600, and an older, looser one is narrowed

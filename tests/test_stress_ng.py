@@ -1,4 +1,4 @@
-"""Tier 3: stress-ng's filesystem stressors on a memfs mount (SPEC 7.6, issue 12).
+"""Tier 3: stress-ng's filesystem stressors on a memfs mount (§7.6, issue 12).
 
 Each stressor runs alone, on a fresh mount, with ``--verify``, for a few seconds, in a
 project folder of the mount (``--temp-path <mnt>/<slug>``): the place an agent's tools write.
@@ -15,7 +15,7 @@ The list comes from ``stress-ng --class filesystem?`` and ``--class io?`` in str
 0.15.06 (Debian 12). Stressors not run, by design (a list that is never run, not skips):
 
 ``SKIPPED_AS_DESIGNED``: each one's whole purpose is a call memfs refuses with ``EPERM``
-(SPEC 7.3: ``symlink``, ``link`` and device nodes are not served). ``dirdeep`` also calls
+(§7.3: ``symlink``, ``link`` and device nodes are not served). ``dirdeep`` also calls
 link and symlink at each level, but it tolerates the refusal and still exercises deep
 folders and files, so it runs.
 
@@ -104,11 +104,11 @@ STRESSORS: dict[str, tuple[str, ...]] = {
 # Stressors whose time cap is longer than SECONDS (their work is bounded by --*-ops).
 LONGER: dict[str, int] = {"filename": 10, "fsize": 30}
 
-# Never run: their subject is a call SPEC 7.3 answers with EPERM.
+# Never run: their subject is a call §7.3 answers with EPERM.
 SKIPPED_AS_DESIGNED: dict[str, str] = {
-    "link": "hard links: link() is EPERM (SPEC 7.3)",
-    "symlink": "symbolic links: symlink() is EPERM; symlinks are never served (SPEC 5.1, 7.3)",
-    "mknod": "device nodes and FIFOs: mknod() is EPERM (SPEC 7.3)",
+    "link": "hard links: link() is EPERM (§7.3)",
+    "symlink": "symbolic links: symlink() is EPERM; symlinks are never served (§5.1, §7.3)",
+    "mknod": "device nodes and FIFOs: mknod() is EPERM (§7.3)",
 }
 
 # Never run: not about the files of a folder, or not meaningful on a FUSE mount.

@@ -1,4 +1,4 @@
-"""Tier 3: two machines keep memory in sync with Syncthing, each with its own memfs (SPEC 12).
+"""Tier 3: two machines keep memory in sync with Syncthing, each with its own memfs (§12).
 
 The README's recipe, run as a test. Two Syncthing instances ("machines" a and b, each with
 its own HOME and its own memfs mount) talk over loopback in a network namespace that has

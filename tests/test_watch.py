@@ -221,7 +221,7 @@ def test_turns_tune_the_interpreter_once() -> None:
 async def test_a_change_on_disk_is_read_ahead_for_the_renderings(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """SPEC 7a: once the watcher took a change in and told the adapter, it reads the bodies
+    """§7a: once the watcher took a change in and told the adapter, it reads the bodies
     the next PREAMBLE.md and MEMORY.md need (in a worker): rendering them reads nothing on
     this thread."""
     own, work = tmp_path / "own" / "projects", tmp_path / "work" / "projects"

@@ -1,4 +1,4 @@
-"""The rules of writing through the mount, as plain functions (tier 1, SPEC 7)."""
+"""The rules of writing through the mount, as plain functions (tier 1, §7)."""
 
 from __future__ import annotations
 

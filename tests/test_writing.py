@@ -1,5 +1,5 @@
 """Tier 1: the open-for-writing state: a writer's stage changes, and how one that fails
-leaves the stage uncommittable (SPEC 7.1, 7.6)."""
+leaves the stage uncommittable (§7.1, §7.6)."""
 
 from __future__ import annotations
 

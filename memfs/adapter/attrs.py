@@ -3,7 +3,7 @@
 Layer adapter: knows pyfuse3's EntryAttributes; reads the catalog, projects and open files,
 never changes them; called on the trio thread only. Its one disk access is
 `Project.folder_stat` (an fstatat of a real folder, which the kernel then keeps an hour).
-SPEC 4 (owner, real size and mtime), 7.6 (modes, st_nlink, atime).
+§4 (owner, real size and mtime), 7.6 (modes, st_nlink, atime).
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ class Shown:
         serve every caller alike; the kernel then keeps none and asks again each time.
 
         - While a file is being written, its writer sees its own size, everyone else the
-          committed file's (SPEC 7.1). The writer is the thread that opened it (FUSE names
+          committed file's (§7.1). The writer is the thread that opened it (FUSE names
           the calling thread), so the writer's size reaches as few callers as possible.
         - While an open reads an older version through the page cache (``older_cached()``,
           asked only when no writer is; kernel.py), every caller sees that version's size,
@@ -129,9 +129,9 @@ class Shown:
         return attrs
 
     def _left_out(self, ino: int, key: Key, project: Project) -> pyfuse3.EntryAttributes:
-        """A file of the own source the view leaves out (over the size cap, SPEC 5.1): not
+        """A file of the own source the view leaves out (over the size cap, §5.1): not
         listed, not readable, but it may be looked up by name so that it can be unlinked
-        and its folder removed (SPEC 7.6). The kernel keeps no entry of it."""
+        and its folder removed (§7.6). The kernel keeps no entry of it."""
         own, place = self.config.own_index, self.catalog.own_place(project.slug)
         i = None
         if own is not None and place is not None:
@@ -141,7 +141,7 @@ class Shown:
         return self.entry(ino, stat.S_IFREG, 0, self.started_ns, timeout=0.0)
 
     def detached(self, ino: int) -> pyfuse3.EntryAttributes:
-        """A file unlinked or replaced while open: what its descriptors see (SPEC 7.6)."""
+        """A file unlinked or replaced while open: what its descriptors see (§7.6)."""
         f = next((o for o in self.files.of_inode(ino) if o.stage is not None), None)
         f = f or next(iter(self.files.of_inode(ino)), None)
         if f is None:
@@ -179,7 +179,7 @@ class Shown:
 
     def folder(self, ino: int, mode: int, mtime_ns: int, nlink: int) -> pyfuse3.EntryAttributes:
         e = self.entry(ino, stat.S_IFDIR | mode, 0, mtime_ns)
-        e.st_nlink = nlink  # 2 plus its subfolders, as on a local filesystem (SPEC 7.6)
+        e.st_nlink = nlink  # 2 plus its subfolders, as on a local filesystem (§7.6)
         return e
 
     def entry(
@@ -261,7 +261,7 @@ class Listings:
             return None
         # Names only: the attributes are built by readdir, a reply's worth at a time, and
         # kept here for the next listing. Built all at once, a first `ls` of 10,000 files
-        # held the request thread over 100 ms (SPEC 7a).
+        # held the request thread over 100 ms (§7a).
         prefix = f"{path}/" if path else ""
         slug = project.slug
         names = sorted({*children, *pending}) if pending else children  # sorted already

@@ -300,7 +300,7 @@ class MemFS(pyfuse3.Operations):
         return pyfuse3.FileInfo(fh=self.files.add(f), direct_io=True)
 
     def _writable(self, key: Key) -> staging.Place:
-        """The own folder holding ``key``'s parent, or the errno SPEC 7.4 names."""
+        """The own folder holding ``key``'s parent, or the errno §7.4 names."""
         if key == HERE_KEY:
             raise _err(errno.EACCES)
         return writes.target_folder(self.catalog, *key)
@@ -391,7 +391,7 @@ class MemFS(pyfuse3.Operations):
         if not self.projects.exists(key) and self.files.pending(key) is None:
             self.kernel.name_gone(key, self.inodes.known)
 
-    # --- changing names and attributes (SPEC 7.3, 7.6) -------------------------------
+    # --- changing names and attributes (§7.3, §7.6) -------------------------------
 
     @_handler
     async def setattr(
@@ -540,7 +540,7 @@ class MemFS(pyfuse3.Operations):
     async def symlink(
         self, parent_inode: int, name: bytes, target: bytes, ctx: pyfuse3.RequestContext
     ) -> pyfuse3.EntryAttributes:
-        raise _err(errno.EPERM)  # symlinks are never served (SPEC 5.1)
+        raise _err(errno.EPERM)  # symlinks are never served (§5.1)
 
     async def link(
         self, inode: int, new_parent_inode: int, new_name: bytes, ctx: pyfuse3.RequestContext

@@ -1,4 +1,4 @@
-"""`here`: the project of the process that looks (SPEC 4).
+"""`here`: the project of the process that looks (§4).
 
 Layer adapter (trio; pyfuse3 for its errno): the caller's working folder from /proc, up to
 its git work tree, a linked worktree mapped to its main checkout (slug.py). The walk up reads

@@ -1,6 +1,6 @@
 """PREAMBLE.md's inodes: one rendering per inode number, for as long as the kernel holds it.
 
-Layer adapter, plain (no pyfuse3, no trio), trio thread only. SPEC 6 asks for PREAMBLE.md
+Layer adapter, plain (no pyfuse3, no trio), trio thread only. §6 asks for PREAMBLE.md
 to be served like a plain file (its real size, the page cache, mmap) while every open
 reads one consistent rendering. A rendering that differs from the last gets a new inode
 number when the kernel next looks the name up: an inode then shows one rendering for ever,
@@ -32,7 +32,7 @@ class Renderings:
         """PREAMBLE.md of ``project`` now (cached per project generation)."""
         files_at = f"{self.mountpoint}/{project.slug}"
         if not self.catalog.has(project.slug):
-            # No memory yet: the frame says so, and where the first write lands (SPEC 4).
+            # No memory yet: the frame says so, and where the first write lands (§4).
             return empty_preamble(self.config, project.slug, files_at)
         return project.preamble(files_at)
 

@@ -1,4 +1,4 @@
-"""`memfs status`: what a running mount reports about itself (SPEC 8).
+"""`memfs status`: what a running mount reports about itself (§8).
 
 Layer adapter: reads the adapter's state on the trio thread and returns plain JSON-ready
 data, which `fs.MemFS.getxattr` serves as the ``user.memfs.status`` xattr of the root and
@@ -113,7 +113,7 @@ def _report(ops: Reporting) -> dict[str, Any]:
         "stale_removed": ops.stats.stale_removed,
         "inodes": len(ops.inodes),
         "open_handles": len(ops.files),
-        # Claude Code loads only the head of MEMORY.md (SPEC 1): whose merged index is
+        # Claude Code loads only the head of MEMORY.md (§1): whose merged index is
         # longer, and whose own heads are older than another account's version.
         "memory_over_limit": [
             {"project": slug, "lines": o.lines, "bytes": o.size, "beyond": o.topics_beyond}

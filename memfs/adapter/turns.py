@@ -1,4 +1,4 @@
-"""How the request thread and the watcher's workers share the interpreter (SPEC 7a).
+"""How the request thread and the watcher's workers share the interpreter (§7a).
 
 Layer adapter: imports neither pyfuse3 nor trio (it needs neither). `Turns.tune` sets the
 process's settings once, before serving (mount.py); `Turns.settled` runs on the trio
@@ -10,7 +10,7 @@ from __future__ import annotations
 import gc
 import sys
 
-# The GIL's switch interval while a worker runs a long Python loop (SPEC 7a). A thread that
+# The GIL's switch interval while a worker runs a long Python loop (§7a). A thread that
 # wants the GIL waits this long before CPython makes the holder hand it over; the request
 # thread wants it at every wake-up, several times per request, and a warm `cat` is about
 # five requests. Measured with tests/bench/responsive.py (a warm cat while a 10,000-file

@@ -1,4 +1,4 @@
-"""Loading projects and keeping them true to disk: first loads, inotify, changes (SPEC 5.4, 7a).
+"""Loading projects and keeping them true to disk: first loads, inotify, changes (§5.4, §7a).
 
 Role: every read of a source folder while the mount serves goes through here, in a worker
 thread; the catalog and its projects are changed only on the trio thread, from what the
@@ -164,7 +164,6 @@ class _Work:
         return bool(self.stats or self.rescans)
 
 
-FEW_LOOKS = 32  # a batch of at most this many looks is no long loop (`Watcher._turn`)
 AHEAD_SETTLE_S = 0.01  # a project's bodies are read ahead once its changes pause this long
 
 
@@ -460,8 +459,8 @@ class Watcher:
     async def _read_ahead(self, projects: list[Project]) -> None:
         """Read, in one worker call, the bodies the changed projects' next PREAMBLE.md and
         MEMORY.md will ask for: the adapter renders them on the trio thread, which then
-        reads nothing (SPEC 7a). Asked after the adapter is told: its invalidations are
-        what makes a change show whole (SPEC 5.4) and must not wait for an optimisation;
+        reads nothing (§7a). Asked after the adapter is told: its invalidations are
+        what makes a change show whole (§5.4) and must not wait for an optimisation;
         a rendering asked for meanwhile reads what it needs itself."""
         wanted = [(project, project.bodies_wanted()) for project in projects]
         wanted = [(project, reads) for project, reads in wanted if reads]

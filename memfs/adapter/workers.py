@@ -1,4 +1,4 @@
-"""The worker threads that take the request thread's blocking calls (SPEC 7a).
+"""The worker threads that take the request thread's blocking calls (§7a).
 
 Every scan, copy, fsync, mkdir and kernel notification runs here, and the request that
 needs it waits while the trio thread answers others. A handoff is what a write pays most

@@ -1,6 +1,6 @@
 """Files open through the mount: every handle, the creates not committed yet, who sees what.
 
-SPEC 7.1, 7.6. Layer adapter, but plain: imports neither pyfuse3 nor trio; not thread-safe (the
+§7.1, §7.6. Layer adapter, but plain: imports neither pyfuse3 nor trio; not thread-safe (the
 adapter's trio thread owns it). Its only I/O is the size of a stage (an fstat).
 
 A handle reads one version, fixed when it opened (``fd`` or ``data``); a writer's bytes go
@@ -55,19 +55,19 @@ class OpenFile:
     unsaved: bool = False
     # Its bytes never commit: unlinked or replaced while open, or its writer was killed.
     discard: bool = False
-    failed: int = 0  # errno of a write or truncate that failed: it never commits (SPEC 7.1)
+    failed: int = 0  # errno of a write or truncate that failed: it never commits (§7.1)
 
     def change(self, change: Callable[[staging.Stage], R], size: int, config: Config) -> R:
         """A change of its stage that leaves the file ``size`` bytes long at most; one that
         fails (EFBIG past ``max_file_bytes``, ENOSPC, ...) leaves the stage uncommittable
-        (SPEC 7.1: a full disk never turns a rewrite into an empty file).
+        (§7.1: a full disk never turns a rewrite into an empty file).
 
         Raises:
             Refused, OSError: what the change met; ``failed`` keeps the first errno.
         """
         assert self.stage is not None
         try:
-            check_size(config, size)  # SPEC 7.6: past the limit, changing nothing
+            check_size(config, size)  # §7.6: past the limit, changing nothing
             return change(self.stage)
         except Refused as exc:
             self.failed = self.failed or exc.errno
@@ -198,7 +198,7 @@ class OpenFiles:
 
     def gone(self, key: Key) -> list[OpenFile]:
         """``key`` was unlinked or replaced: what is open on it keeps its descriptors, but
-        never commits, so it can never bring the name back (SPEC 7.6). Returns its
+        never commits, so it can never bring the name back (§7.6). Returns its
         writers."""
         writers = [f for f in self._by_fh.values() if f.key == key and f.writer]
         for f in writers:

@@ -1,4 +1,4 @@
-"""A ready sample of several accounts, for `memfs demo` and for tests (SPEC 8).
+"""A ready sample of several accounts, for `memfs demo` and for tests (§8).
 
 Its role: build the sample (two Claude Code accounts and a pi folder sharing a project, one
 more project) in a folder of its own, and recognise and remove that folder when the demo's

@@ -1,6 +1,6 @@
 """Mounting: FUSE init, the trio main loop, signals, sd_notify, stale mounts, background mode.
 
-SPEC 8, 9. Its role: everything between a checked Config and a serving mount, and back:
+§8, §9. Its role: everything between a checked Config and a serving mount, and back:
 ready the mountpoint (containment, stale mounts, an empty sealed folder, see
 memfs.app.mountpoint), mount it, serve until stopped, unmount; start and stop a daemon for
 `memfs mount` and `memfs umount`. The contract with systemd and with `memfs mount`: READY=1
@@ -423,7 +423,7 @@ async def _announce_ready(ops: MemFS, mountpoint: Path) -> None:
 
 
 def _sweep_stale_stages(config: Config, started_ns: int) -> int:
-    """Remove temp files a crashed memfs left in the own source (SPEC 7.5).
+    """Remove temp files a crashed memfs left in the own source (§7.5).
 
     Only files whose inode changed before this mount started: a write through the mount
     may be staging already while the sweep runs.

@@ -1,4 +1,4 @@
-"""The bare mountpoint folder, while memfs is not mounted on it (SPEC 9).
+"""The bare mountpoint folder, while memfs is not mounted on it (§9).
 
 An agent configured to write into the mount (``autoMemoryDirectory``, an orchestrator) must
 never write onto the bare disk while memfs is not running: the next mount would hide what it

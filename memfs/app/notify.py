@@ -1,4 +1,4 @@
-"""sd_notify without libsystemd: tell the service manager how the mount is doing (SPEC 8, 9).
+"""sd_notify without libsystemd: tell the service manager how the mount is doing (§8, §9).
 
 A notification is one datagram on an ``AF_UNIX``/``SOCK_DGRAM`` socket sent to
 ``$NOTIFY_SOCKET``; see sd_notify(3). Nothing here may stop a mount: an unset

@@ -1,4 +1,4 @@
-"""The systemd user unit: render it, install it, uninstall it (SPEC 9).
+"""The systemd user unit: render it, install it, uninstall it (§9).
 
 This module is the one source of the unit's text. The repository's
 ``systemd/memfs.service`` is ``render_unit(list(PLACEHOLDER_EXEC))``, and a
@@ -8,7 +8,7 @@ path of the memfs command in place of the placeholder.
 Plain synchronous code: imports neither trio nor pyfuse3 (nor mount.py). The only
 processes it starts are ``systemctl --user ...``, and only when asked (``now=True``).
 ``install`` also creates the mountpoint without write permission (memfs.app.mountpoint), so
-the unit keeps SPEC 9's promise before its first start too.
+the unit keeps §9's promise before its first start too.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ _PLAIN = frozenset(string.ascii_letters + string.digits + "_-+=.,:/@%$")
 _UNSAFE_IN_EXECUTABLE = frozenset("'\"\\")
 
 _TEMPLATE = """\
-# memfs user unit (SPEC 9). `memfs service install` writes it with the path of the
+# memfs user unit (§9). `memfs service install` writes it with the path of the
 # memfs command in use; edits to an installed copy are lost on the next install.
 [Unit]
 Description=memfs: every coding agent's project memory, merged in one FUSE mount

@@ -1,6 +1,6 @@
 """Configuration: the TOML shape, its defaults, source discovery and the containment rules.
 
-SPEC 3. Role: turn the config file (or discovery) into an immutable `Config` that every
+§3. Role: turn the config file (or discovery) into an immutable `Config` that every
 other module reads. Layer disk: imports no other memfs module.
 Reads only the config file and a few ``stat`` calls on candidate folders, once,
 before a mount serves anything (so it is never on the request thread while serving); every
@@ -243,7 +243,7 @@ def _check_sources(sources: tuple[SourceSpec, ...], path: Path) -> None:
 
 
 def discover(env: Mapping[str, str]) -> tuple[SourceSpec, ...]:
-    """Sources found when there is no config file (SPEC 3).
+    """Sources found when there is no config file (§3).
 
     Claude Code accounts: ``~/.claude``, every ``~/.claude-*`` and ``$CLAUDE_CONFIG_DIR``
     holding a ``projects/`` folder; pi: ``~/.pi/agent/memory``. The own source is
@@ -326,7 +326,7 @@ def git_work_tree(path: Path, home: Path) -> Path | None:
 
 
 def check_mount(config: Config, mountpoint: Path) -> None:
-    """The containment refusals of SPEC 3 for a mount at ``mountpoint``.
+    """The containment refusals of §3 for a mount at ``mountpoint``.
 
     Raises:
         ConfigError: no source, nesting between the mountpoint and a source, or the own

@@ -1,7 +1,7 @@
 """Opening the version an open through the mount reads: one openat and one fstat (issue 14).
 
 Layer disk: imports neither pyfuse3 nor trio; not thread-safe (the adapter's trio thread owns
-it). Its I/O is what serving an open needs anyway (SPEC 7a allows descriptor work on the
+it). Its I/O is what serving an open needs anyway (§7a allows descriptor work on the
 request thread): an openat and an fstat, and on a miss the folder walk `sources.open_file`
 makes. It reads no bytes; every read of source bytes stays in sources.py's sense of the
 word, through the descriptor it returns.

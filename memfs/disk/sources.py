@@ -1,6 +1,6 @@
 """Every read of the source folders: slug listings, project scans, file bodies.
 
-SPEC 5.1 and 10. Layer disk: imports neither pyfuse3 nor trio; every function is
+§5.1 and §10. Layer disk: imports neither pyfuse3 nor trio; every function is
 synchronous and may block on the disk, so the adapter calls the slow ones from a thread.
 
 Containment: a source's root comes from the user's configuration and is trusted; below it,
@@ -253,7 +253,7 @@ def stat_file(root: Path, parts: Sequence[str], path: str, max_bytes: int) -> Fi
 
 
 def look(root: Path, parts: Sequence[str], path: str, max_bytes: int) -> FileStat | str | None:
-    """One file's current state; why it is left out (SPEC 5.1) when it would be; None when
+    """One file's current state; why it is left out (§5.1) when it would be; None when
     nothing is there (or a folder is)."""
     *dirs, name = split(path)
     try:

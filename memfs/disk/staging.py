@@ -1,6 +1,6 @@
 """Every write to a source folder: staged files, the atomic replace, kept history, recovery.
 
-SPEC 7. Layer disk: imports neither pyfuse3 nor trio. Calls here block on the disk (fsync,
+§7. Layer disk: imports neither pyfuse3 nor trio. Calls here block on the disk (fsync,
 copies, mkdir): the adapter runs them from a worker thread. A plan's steps (steps.py) call
 these helpers, all of one plan in a single such call; this module knows nothing of plans
 and never imports steps.
@@ -291,7 +291,7 @@ def mark_commit(dir_fd: int, renamed: int | str) -> None:
     ``OWN_MARK_PREFIX...`` name made and removed again).
 
     The watcher skips a rename's two events when this mark comes right after them in its
-    queue (`watch.Inotify.read`): only this process makes it, right after its own rename,
+    queue (`inotify.sift`): only this process makes it, right after its own rename,
     so a rename it directly follows is that one (with another event between, the rename
     is read as usual). inotify merges an event into the one before it when the two are
     alike but for the cookie, so another writer's rename onto the same name could vanish
@@ -431,7 +431,7 @@ def unlink(folder: Place, name: str, keep: Keep | None = None) -> list[str]:
 
 def mkdir(folder: Place, name: str, mode: int) -> None:
     """A new folder with exactly ``mode``: memfs's own umask must not narrow what the
-    caller asked for (SPEC 7.6)."""
+    caller asked for (§7.6)."""
     fd = open_dir(folder, create=True)
     try:
         os.mkdir(name, mode, dir_fd=fd)

@@ -1,6 +1,6 @@
 """memfs's own state under ``$XDG_STATE_HOME/memfs``: whiteouts per project, the log.
 
-Role: the one reader and writer of the state folder (SPEC 3), never a source. State files
+Role: the one reader and writer of the state folder (§3), never a source. State files
 are written only through staging.replace, so a crash never leaves a half-written one.
 The folder is private to its user whatever the umask: folders 0700, files 0600. It names
 the user's projects (the log) and the files they deleted (whiteouts), which no other local

@@ -1,6 +1,6 @@
 """A write plan's steps, and `apply`: running one plan's steps in a single worker call.
 
-SPEC 7. Layer disk: imports neither pyfuse3 nor trio. A plan (built by view/writes.py,
+§7. Layer disk: imports neither pyfuse3 nor trio. A plan (built by view/writes.py,
 which only decides) is a list of steps, each one change to the own source or memfs's state
 (commit a stage, copy a head up, set attributes, unlink, rename, make or remove a folder;
 state.SaveWhiteouts is one too). `apply` runs them in order, under the adapter's commit lock,
@@ -43,7 +43,7 @@ class Source:
 
 @dataclass
 class Commit:
-    """A staged write becomes its target (SPEC 7.1)."""
+    """A staged write becomes its target (§7.1)."""
 
     stage: staging.Stage
     keep: staging.Keep | None
@@ -58,7 +58,7 @@ class Commit:
 @dataclass
 class CopyUp:
     """The own source gets a copy of a read-only head (attributes changed as asked),
-    committed atomically; the original stays untouched (SPEC 7.3)."""
+    committed atomically; the original stays untouched (§7.3)."""
 
     src: Source
     folder: staging.Place

@@ -1,4 +1,4 @@
-"""A byte budget, shared among pieces and spent without splitting a character (SPEC 6).
+"""A byte budget, shared among pieces and spent without splitting a character (§6).
 
 PREAMBLE.md's hard byte budget, as arithmetic: how the bytes are shared fairly among its
 pieces (water-filling), which pieces are demoted when their share cannot hold even a cut

@@ -1,6 +1,6 @@
 """How versions are named under ``.history/``: the one place these names are spelled.
 
-SPEC 4, 7.2. Pure: no I/O, imports nothing of memfs. A version of ``<path>`` from source
+§4, §7.2. Pure: no I/O, imports nothing of memfs. A version of ``<path>`` from source
 ``<source>`` is ``.history/<path>/<source>@<UTC>.md``; a second version of the same second
 is ``<source>@<UTC>~2.md``, and so on, so names sort oldest first.
 """

@@ -1,4 +1,4 @@
-"""The MEMORY.md union (SPEC 5.3).
+"""The MEMORY.md union (§5.3).
 
 A project's MEMORY.md is the head version's lines, then every line the other
 versions add: a linked line when its target is not linked yet, any other line

@@ -1,4 +1,4 @@
-"""Names that are not memory: sync tools' and editors' files, and conflict copies (SPEC 2, 5.1).
+"""Names that are not memory: sync tools' and editors' files, and conflict copies (§2, §5.1).
 
 Layer rules: imports neither pyfuse3 nor trio, touches no disk; every function is safe from
 any thread.
@@ -154,7 +154,7 @@ def is_stage(name: str) -> bool:
 
 
 def project_folder(name: str) -> bool:
-    """Whether a folder name at a source's slug level may be a project (SPEC 2).
+    """Whether a folder name at a source's slug level may be a project (§2).
 
     A name beginning with '.' (`.stfolder`, `.stversions`, `.git`, `.DS_Store`) never is,
     and is never canonicalised into one (`.git` would become the slug `-git`).

@@ -1,4 +1,4 @@
-"""PREAMBLE.md under a hard byte budget (SPEC 6).
+"""PREAMBLE.md under a hard byte budget (§6).
 
 The pure renderer of the synthetic preamble, plus the small rules it rests on:
 which file is the latest handoff, what a drift header is, where a file's
@@ -58,7 +58,7 @@ class Doc:
         mtime_ns: its mtime; the handoff's heading and an index line show it.
         newer: set when this is the own source's version and another source holds a
             newer one: where to read that one (its ``.history/`` path in the view).
-        conflicts: how many unresolved conflict copies a sync tool left of it (SPEC 5.1);
+        conflicts: how many unresolved conflict copies a sync tool left of it (§5.1);
             they are versions under ``.history/<title>/``.
     """
 
@@ -80,7 +80,7 @@ class IndexEntry:
         size: its size in bytes.
         description: the frontmatter ``description``, if any.
         mtime_ns: its mtime, shown as a UTC date; None shows none.
-        superseded: a handoff that is not the latest (SPEC 6.2).
+        superseded: a handoff that is not the latest (§6.2).
         newer: as `Doc.newer`.
         not_text: known not to be text, so not inlined though it might have been.
         conflicts: as `Doc.conflicts`.
@@ -119,7 +119,7 @@ class PreambleInput:
     more: int
 
 
-# --- handoffs (SPEC 6.2) ---------------------------------------------------
+# --- handoffs (§6.2) ---------------------------------------------------
 
 HANDOFF_GLOB = "handoff*.md"
 
@@ -176,7 +176,7 @@ def handoff_rank(name: str, mtime_ns: int) -> tuple[int, int, int]:
 # --- bodies ------------------------------------------------------------------
 
 # Markers an importer puts in the comment it prepends (pi's armory-memory
-# writes "<!-- pi copy ...", SPEC 6). Matched case-insensitively, right after
+# writes "<!-- pi copy ...", §6). Matched case-insensitively, right after
 # "<!--" and optional blanks.
 DRIFT_MARKERS = (b"pi copy", b"pi import", b"memfs", b"imported", b"copied", b"copy of")
 
@@ -432,7 +432,7 @@ def utc_date(mtime_ns: int) -> str:
     return _utc(mtime_ns, "%Y-%m-%d")
 
 
-# The mark of an own head that another source has since outdone (SPEC 6): the own
+# The mark of an own head that another source has since outdone (§6): the own
 # version wins the merge, so the agent must be told where the newer one is.
 STALE = "own copy older than "
 SUPERSEDED = "superseded handoff"
@@ -563,7 +563,7 @@ def _pieces(inp: PreambleInput) -> list[_Piece]:
 
 
 def render(inp: PreambleInput, *, budget: int, file_cap: int) -> bytes:
-    """PREAMBLE.md for `inp`, at most `budget` bytes (SPEC 6).
+    """PREAMBLE.md for `inp`, at most `budget` bytes (§6).
 
     The frame comes first; when the budget cannot hold it, it is cut (with no
     room for a marker) and is all there is. The rest of the budget is

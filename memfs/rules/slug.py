@@ -1,4 +1,4 @@
-"""Slugs: Claude Code's path encoding, canonical slugs, and cwd -> project (SPEC 2, 4).
+"""Slugs: Claude Code's path encoding, canonical slugs, and cwd -> project (§2, §4).
 
 A project is keyed by the slug Claude Code derives from its absolute path. This
 module computes that slug exactly, canonicalises the folder names other tools

@@ -1,4 +1,4 @@
-"""Adopting an old account's memory into the own source: list, then take (SPEC 11).
+"""Adopting an old account's memory into the own source: list, then take (§11).
 
 `make_list` offers, for one project, the folders the other (read-only) sources hold, each
 with its file count, size and a content hash, and stores the offer in the state folder
@@ -11,7 +11,7 @@ the folder into the own source's folder of the project:
 - a file the own source has keeps its head; the adopted body is kept as history at
   ``.history/<path>/<source>@<UTC>.md`` (with its mtime), unless those bytes are already
   the head or already kept under ``.history/<path>/``;
-- ``MEMORY.md``: the own index becomes the union (SPEC 5.3) of itself and the adopted one
+- ``MEMORY.md``: the own index becomes the union (§5.3) of itself and the adopted one
   (copied when the own source has none); every line it adds is kept there, so the adopted
   index is not kept as history besides (see `_union_memory`).
 
@@ -402,7 +402,7 @@ def take(
     assert place is not None  # _own_source found one
     _ensure_root(own)
     whiteouts = state.load_whiteouts(config.state_dir, made.slug)
-    # (path, mtime_ns) of this source's versions deleted through the mount (SPEC 7.3)
+    # (path, mtime_ns) of this source's versions deleted through the mount (§7.3)
     hidden = {(path, stamp) for path, name, stamp in whiteouts if name == chosen.source}
     report = AdoptReport(chosen.source, made.slug)
     merge(

@@ -1,12 +1,12 @@
 """The catalog of projects: which canonical slugs exist, and each project once loaded.
 
-SPEC 2, 4. Layer view: imports neither pyfuse3 nor trio; not thread-safe (one owner).
+§2, §4. Layer view: imports neither pyfuse3 nor trio; not thread-safe (one owner).
 
 Listing the root names every project without reading any project folder: one ``scandir`` of
 each source's root (`load_listing`, disk I/O), then kept current by `folder_added` and
 `folder_removed` (the watcher calls them, no I/O). A project is built by `build` (disk I/O:
 the watcher runs it in a worker thread, see watch.py) and published by `adopt`. A canonical
-slug no source holds yet is served as an *empty* project (SPEC 4: ``here`` never dangles):
+slug no source holds yet is served as an *empty* project (§4: ``here`` never dangles):
 a Project with no folder, which becomes an ordinary one when its first folder appears.
 """
 
@@ -30,7 +30,7 @@ MAX_EMPTY = 1024  # views of slugs no source holds, kept at once
 
 
 def is_project_name(name: str) -> bool:
-    """A name the root may hold a project under: a canonical slug (SPEC 2)."""
+    """A name the root may hold a project under: a canonical slug (§2)."""
     return (
         name.startswith("-")
         and len(os.fsencode(name)) <= sources.NAME_MAX
@@ -83,7 +83,7 @@ class Catalog:
         return self._slugs
 
     def _add(self, source: int, name: str) -> str | None:
-        # A dot name (.stfolder, .stversions, .git) is a tool's, never a project (SPEC 2):
+        # A dot name (.stfolder, .stversions, .git) is a tool's, never a project (§2):
         # refused before canonicalising, which would turn '.git' into the slug '-git'.
         if not sources.valid_name(name) or not names.project_folder(name):
             return None
@@ -135,7 +135,7 @@ class Catalog:
         return project
 
     def empty(self, slug: str) -> Project | None:
-        """The view of a canonical slug no source holds yet: only PREAMBLE.md (SPEC 4).
+        """The view of a canonical slug no source holds yet: only PREAMBLE.md (§4).
         None for a name that is no canonical slug, or a listed project."""
         if self.has(slug) or not is_project_name(slug):
             return None

@@ -1,7 +1,7 @@
 """A project's derived documents: the body MEMORY.md shows, PREAMBLE.md, the file bodies
 they read, and what ``memfs status`` asks of them.
 
-SPEC 5.3, 6, 7a. Layer view: imports neither pyfuse3 nor trio; not thread-safe, like the
+§5.3, §6, §7a. Layer view: imports neither pyfuse3 nor trio; not thread-safe, like the
 project it belongs to (`read_bodies` alone runs in a worker). The view (project.py)
 decides what every path shows; this module only reads it, and caches what it derives from
 it for one generation of the project. File bodies are read through sources.py.
@@ -174,7 +174,7 @@ class Documents:
     # --- PREAMBLE.md -----------------------------------------------------------------
 
     def preamble(self, files_at: str | None, now_ns: int | None = None) -> bytes:
-        """PREAMBLE.md for this generation of the project (SPEC 6), cached until it changes.
+        """PREAMBLE.md for this generation of the project (§6), cached until it changes.
 
         ``files_at`` is the mount folder of this project; None (no mount) points every
         marker at the file's real path instead.
@@ -220,7 +220,7 @@ class Documents:
             is_latest = latest is not None and v is latest[0]
             if is_latest and inlined:
                 continue
-            # Superseded handoffs are never inlined (SPEC 6.4): a stale handoff read as
+            # Superseded handoffs are never inlined (§6.4): a stale handoff read as
             # current derails an agent. Nor is the latest when it is not text.
             superseded = latest is not None and not is_latest and _is_handoff(v)
             not_text = is_latest
@@ -300,7 +300,7 @@ class Documents:
     def _latest_handoff(
         self, project: Project, now: int, files_at: str | None, due: _Due
     ) -> tuple[Version, Doc | None] | None:
-        """The latest handoff dated no later than ``now`` (SPEC 6.2), and its Doc.
+        """The latest handoff dated no later than ``now`` (§6.2), and its Doc.
 
         The Doc is None when the file is not text: it is still the latest, so no older
         handoff takes its place (that one is superseded, whatever this one holds); it is
@@ -413,7 +413,7 @@ def read_bodies(reads: Sequence[tuple[Version, BodyRead]]) -> dict[Version, tupl
 
 
 def empty_preamble(config: Config, slug: str, files_at: str | None) -> bytes:
-    """PREAMBLE.md of project ``slug`` while no source holds memory for it (SPEC 4, 6).
+    """PREAMBLE.md of project ``slug`` while no source holds memory for it (§4, §6).
 
     Needs no Project: the frame says there is no memory yet and where the first write
     lands (the own source's folder for ``slug``), or that the mount is read-only. Under
@@ -453,7 +453,7 @@ def _real_folder(project: Project) -> str:
 def _stale_mark(
     project: Project, v: Version, files_at: str | None, now: int, due: _Due
 ) -> str | None:
-    """Where a newer version of own head ``v`` is to be read, or None (SPEC 6)."""
+    """Where a newer version of own head ``v`` is to be read, or None (§6)."""
     newer, later = project.newer_version(v, now)
     due.at(later)
     if newer is None:

@@ -2,7 +2,7 @@
 folders, as the latest look at each found them, what is left out of the view and why, and
 the whiteout records that hide read-only versions.
 
-SPEC 4, 5.2, 7.6. Layer view: imports neither pyfuse3 nor trio; not thread-safe (the
+§4, §5.2, §7.6. Layer view: imports neither pyfuse3 nor trio; not thread-safe (the
 adapter owns each project and changes it from one task). File and folder stats are read
 through sources.py.
 
@@ -151,7 +151,7 @@ class Holdings:
                 self._leave_out(i, f.path, why)
         new = {f.path: f for f in [*files, *exempt]}
         # A scan says nothing of what lies below a folder it did not read (too deep, or
-        # unreadable for a moment): what was known there stays (SPEC 7.6).
+        # unreadable for a moment): what was known there stays (§7.6).
         unread = tuple(
             f"{path}/" if path else ""
             for path, why in scan.left_out

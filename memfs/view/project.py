@@ -1,6 +1,6 @@
 """A loaded project: every source's versions of every path, the head of each, its history.
 
-SPEC 4, 5.2, 6. Layer view: imports neither pyfuse3 nor trio; not thread-safe (the adapter
+§4, §5.2, §6. Layer view: imports neither pyfuse3 nor trio; not thread-safe (the adapter
 owns each project and changes it from one task).
 
 A project is built in three parts, one job each: `Holdings` (holdings.py) takes in what
@@ -65,7 +65,7 @@ class Project(Holdings):
         self._by_mtime: SortedKeyList[Version, Any] = SortedKeyList(key=_mtime_key)
         self._handoffs: SortedKeyList[Version, Any] = SortedKeyList(key=_handoff_key)
         self._marked: set[str] = set()  # folders held open in the tree
-        # original path -> its conflict copies' paths that hold a version (SPEC 5.1)
+        # original path -> its conflict copies' paths that hold a version (§5.1)
         self._conflicts: dict[str, set[str]] = {}
         # MEMORY.md's union, PREAMBLE.md and the bodies they read (holds this weakly)
         self.documents = Documents(self)
@@ -146,7 +146,7 @@ class Project(Holdings):
         return [v for copy in copies for v in self._versions[copy].values()]
 
     def conflicts(self, path: str) -> int:
-        """How many conflict copies of ``path`` the sources hold (SPEC 5.1): O(copies).
+        """How many conflict copies of ``path`` the sources hold (§5.1): O(copies).
 
         Each is a version under ``.history/<path>/``; a sync tool's conflict is resolved
         when its copy is deleted, so any count above 0 is unresolved.
@@ -287,7 +287,7 @@ class Project(Holdings):
 
     @property
     def handoffs(self) -> SortedKeyList[Version, Any]:
-        """The handoffs among `by_mtime`, lowest rank first (SPEC 6.2)."""
+        """The handoffs among `by_mtime`, lowest rank first (§6.2)."""
         return self._handoffs
 
     # --- the documents derived from the view (documents.py) --------------------------

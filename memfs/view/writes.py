@@ -1,4 +1,4 @@
-"""The rules of writing through the mount (SPEC 7), as plans: what a change does, not doing it.
+"""The rules of writing through the mount (§7), as plans: what a change does, not doing it.
 
 Layer view: imports neither pyfuse3 nor trio, and does no I/O. Each ``plan_*`` function
 checks a change against the merged view and returns a `Plan`: the steps that change the own
@@ -6,7 +6,8 @@ source (copy a head up, commit a stage, rename, unlink, set attributes, make or 
 folder, save whiteouts; handoff versions are kept by the steps that replace one) and the
 paths to stat again afterwards. `steps.apply` runs a whole plan in one worker-thread call;
 the adapter then absorbs what it found into the project on its own thread. Every refusal is
-a `Refused` carrying the errno the SPEC names; the adapter returns it as is.
+a `Refused` carrying the errno the behaviour contract names (docs/BEHAVIOUR.md); the
+adapter returns it as is.
 
 Names: a name a writer creates through the mount (create, mkdir, a rename onto it) that is a
 tool's own file (`names.Way.REFUSED`: ``.git``, ``._x``, Syncthing's temp names, ...) is
@@ -43,7 +44,7 @@ RENAME_EXCHANGE = 2
 
 
 class Refused(Exception):
-    """A change the SPEC does not allow: ``errno`` says which refusal."""
+    """A change the behaviour contract does not allow: ``errno`` says which refusal."""
 
     def __init__(self, code: int) -> None:
         super().__init__(errno.errorcode.get(code, str(code)))
@@ -121,7 +122,7 @@ def target_folder(catalog: Catalog, slug: str, path: str) -> staging.Place:
     """The own source's folder that receives a write to ``path`` of project ``slug``.
 
     Raises:
-        Refused: EACCES for what memfs serves read-only (SPEC 7.4), EINVAL for a name of
+        Refused: EACCES for what memfs serves read-only (§7.4), EINVAL for a name of
             memfs's own temp files, EROFS with no own source.
     """
     if path == PREAMBLE or in_history(path):
@@ -136,7 +137,7 @@ def target_folder(catalog: Catalog, slug: str, path: str) -> staging.Place:
 
 
 def keep_for(config: Config, catalog: Catalog, slug: str, path: str) -> staging.Keep | None:
-    """Handoffs keep the version a write replaces (SPEC 7.2), in the own source under
+    """Handoffs keep the version a write replaces (§7.2), in the own source under
     ``.history/<path>/<own>@<UTC>.md``; other files keep nothing."""
     own = config.own
     place = catalog.own_place(slug)
@@ -175,7 +176,7 @@ def writable_leaf(project: Project, path: str) -> Leaf:
     return leaf
 
 
-# Claude Code's temporary name (SPEC 7.3): ``<file>.tmp.<pid>.<12 hex digits>``.
+# Claude Code's temporary name (§7.3): ``<file>.tmp.<pid>.<12 hex digits>``.
 _TEMP_NAME = re.compile(r".+\.tmp\.[0-9]+\.[0-9a-f]{12}", re.DOTALL)
 
 
@@ -189,7 +190,7 @@ def is_temp_name(name: str) -> bool:
 
 
 def check_size(config: Config, size: int) -> None:
-    """SPEC 7.6: past ``max_file_bytes`` a write or truncate fails at once, changing nothing
+    """§7.6: past ``max_file_bytes`` a write or truncate fails at once, changing nothing
     (a bigger file would be left out of the view while it stays on disk)."""
     if size > config.limits.max_file_bytes:
         raise Refused(errno.EFBIG)
@@ -253,7 +254,7 @@ class Planner:
         return target_folder(self.catalog, self.project.slug, path)
 
     def times(self, path: str, atime: int | None, mtime: int | None) -> tuple[int, int]:
-        """utimensat's pair for ``path``: what is not asked for keeps its value (SPEC 7.6)."""
+        """utimensat's pair for ``path``: what is not asked for keeps its value (§7.6)."""
         v = self.project.head(path)
         found = self.project.folder_stat(path) if v is None else None
         old_m = v.mtime_ns if v is not None else found.mtime_ns if found else time.time_ns()
@@ -261,7 +262,7 @@ class Planner:
         return (old_a if atime is None else atime, old_m if mtime is None else mtime)
 
     def commit(self, stage: staging.Stage, path: str, *, keep: bool, created: bool) -> Plan:
-        """A staged write becomes the file at ``path`` (SPEC 7.1, 7.2). ``created``: the
+        """A staged write becomes the file at ``path`` (§7.1, §7.2). ``created``: the
         name is new, made by this stage; if it is a writer's temporary name, its folder is
         not fsynced (`is_temp_name`)."""
         plan = self._plan()
@@ -364,7 +365,7 @@ class Planner:
         return plan
 
     def unlink_left_out(self, path: str) -> Plan:
-        """Remove a file of the own source the view leaves out (SPEC 7.6: so that its
+        """Remove a file of the own source the view leaves out (§7.6: so that its
         folder can be removed)."""
         plan = self._plan()
         folder, name = parent_of(path)

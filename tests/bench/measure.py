@@ -214,7 +214,7 @@ def write_truncate(path: Path, data: bytes) -> None:
 
 def write_temp_rename(folder: Path, name: str, data: bytes) -> None:
     """Claude Code's write, through the mount: ``NAME.tmp.<pid>.<12 hex>`` created with
-    ``O_EXCL|O_NOFOLLOW``, written, fsync, close, renamed over ``NAME`` (SPEC 7.3)."""
+    ``O_EXCL|O_NOFOLLOW``, written, fsync, close, renamed over ``NAME`` (§7.3)."""
     temp = folder / f"{name}.tmp.{os.getpid()}.{secrets.token_hex(6)}"
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     fd = os.open(temp, flags, 0o644)

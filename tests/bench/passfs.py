@@ -1,7 +1,7 @@
 """The write floor: the cheapest pyfuse3 filesystem that makes a write as durable as memfs.
 
 ``python -m tests.bench.passfs MOUNTPOINT FOLDER`` passes one flat folder through. It does
-a write's disk work and nothing else, with memfs's durability (SPEC 7.1, 7.3):
+a write's disk work and nothing else, with memfs's durability (§7.1, §7.3):
 
 - an ``O_TRUNC`` open stages a temporary file in FOLDER; the first flush (``close()``)
   fsyncs it, renames it over the target and fsyncs the folder;
@@ -9,7 +9,7 @@ a write's disk work and nothing else, with memfs's durability (SPEC 7.1, 7.3):
 - ``rename`` renames and then fsyncs the folder (the name is durable when it returns).
 
 Everything runs on the one trio thread, blocking it on the disk, which memfs must never
-do (SPEC 7a): so no write through pyfuse3 can be cheaper than here, and the benchmark
+do (§7a): so no write through pyfuse3 can be cheaper than here, and the benchmark
 prints memfs's writes against it beside the ratios to the bare folder. It keeps memfs's
 caching choices (one hour entry and attribute timeouts, noatime). The xattr
 ``user.null.requests`` on the root returns the request counters as JSON.

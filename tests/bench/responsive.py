@@ -1,4 +1,4 @@
-"""The responsiveness phase (SPEC 7a, issue 10): one client's warm ``cat`` while another works.
+"""The responsiveness phase (§7a, issue 10): one client's warm ``cat`` while another works.
 
 The first client is a separate process (so no GIL is shared with the second): it reads one
 4 KiB file of an already loaded project in a loop, as ``cat`` does (open, fstat, read to

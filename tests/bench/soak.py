@@ -717,7 +717,7 @@ def check_disk(layout: Layout) -> list[str]:
 
 
 def expected_heads(layout: Layout) -> dict[str, bytes]:
-    """name -> the head's bytes (SPEC 5.2): the own version, else the read-only one."""
+    """name -> the head's bytes (§5.2): the own version, else the read-only one."""
     heads = {}
     for name in (*SHARED, *OWN_OOB, *RO_OOB, *APPENDED):
         for folder in (layout.own, layout.readonly):
