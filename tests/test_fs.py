@@ -1257,7 +1257,7 @@ async def test_preamble_and_history_are_eacces_to_writers(sample: Sample) -> Non
 
 def settled(ops: MemFS) -> None:
     """Drop what loading queued, so a test sees only what its change queues."""
-    ops.publish_all()
+    ops.publisher.publish_all()
     drain(ops)
 
 

@@ -396,7 +396,7 @@ class Run:
         self.ops = MemFS(self.config, mountpoint=self.mountpoint)
         self.ops.kernel.enabled = False  # no kernel to tell
         self.watcher = Watcher(self.ops.catalog, self.ops.publisher)
-        self.ops.watcher = self.watcher  # the adapter asks it to watch each loaded project
+        self.ops.attach(self.watcher)  # the adapter asks it to watch each loaded project
         self.kernel = Kernel(self.ops)
         if self.all_along:
             assert self.nursery is not None

@@ -19,6 +19,7 @@ from pathlib import Path
 import pyfuse3
 
 from memfs.adapter.inodes import HERE_KEY, ROOT_KEY, Key
+from memfs.adapter.kernel import Token, token_of
 from memfs.adapter.writing import OpenFile, OpenFiles
 from memfs.disk import sources
 from memfs.disk.config import Config
@@ -41,13 +42,25 @@ class Shown:
         preamble_size: Callable[[int, Project], int],
         uid: int,
         gid: int,
+        holds_other: Callable[[int, Token], bool],
     ) -> None:
         self.config = config
         self.catalog = catalog
         self.files = files
         self.preamble_size = preamble_size  # (inode, project) -> the rendering's size
+        # (inode, version) -> whether an open reads another version through the page cache
+        self.holds_other = holds_other
         self.uid, self.gid = uid, gid
         self.started_ns = time.time_ns()
+
+    def seen_by(
+        self, attrs: pyfuse3.EntryAttributes, pid: int, key: Key
+    ) -> pyfuse3.EntryAttributes:
+        """`as_seen_by` for ``key``'s attributes: the version the kernel may cache of it is
+        asked about only when no writer is (kernel.py)."""
+        ino, project = attrs.st_ino, self.catalog.loaded().get(key[0])
+        older = lambda: self.holds_other(ino, token_of(project, key[1]))  # noqa: E731
+        return self.as_seen_by(attrs, pid, older_cached=older)
 
     def as_seen_by(
         self, attrs: pyfuse3.EntryAttributes, pid: int, *, older_cached: Callable[[], bool]
@@ -113,7 +126,7 @@ class Shown:
         path = key[1]
         pending = self.files.pending(key)
         if pending is not None and pending.stage is not None:
-            # Nothing committed yet: an empty file to all but its writer (_as_seen_by).
+            # Nothing committed yet: an empty file to all but its writer (`seen_by`).
             return self.entry(ino, stat.S_IFREG | pending.stage.mode, 0, time.time_ns())
         if not project.tree.is_dir(path):
             return self._left_out(ino, key, project)

@@ -34,7 +34,7 @@ from memfs.adapter.attrs import Shown, statvfs_of
 from memfs.adapter.folders import OpenFolders
 from memfs.adapter.here import Here
 from memfs.adapter.inodes import HERE_INODE, HERE_KEY, ROOT_INODE, ROOT_KEY, Inodes, Key
-from memfs.adapter.kernel import Kernel, Publisher, ReadOpens, token_of
+from memfs.adapter.kernel import Kernel, Publisher, ReadOpens
 from memfs.adapter.loading import Projects
 from memfs.adapter.renderings import Renderings
 from memfs.adapter.stages import Stages
@@ -53,7 +53,6 @@ STATUS_XATTR = os.fsencode(status.STATUS_XATTR)
 TRUNCATE_PATIENCE = 0.5  # seconds an O_TRUNC open waits for cached reads to finish
 # Open flags a shared read open never has (kernel.Share): those take the long way.
 
-MakeStage = Callable[[staging.Place, str], staging.Stage]  # (own folder, file name) -> stage
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -66,20 +65,25 @@ def _handler(fn: Callable[P, Awaitable[R]]) -> Callable[P, Coroutine[Any, Any, R
     async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return await fn(*args, **kwargs)
-        except pyfuse3.FUSEError:
-            raise
-        except writes.Refused as exc:
-            raise pyfuse3.FUSEError(exc.errno) from None
-        except OSError as exc:
-            if exc.errno == errno.EBADF:
-                # Never the caller's doing: a descriptor of memfs's own was closed under it.
-                log.exception("descriptor error in %s", fn.__name__)
-            raise pyfuse3.FUSEError(exc.errno or errno.EIO) from None
-        except Exception:
-            log.exception("unexpected error in %s", fn.__name__)
-            raise pyfuse3.FUSEError(errno.EIO) from None
+        except Exception as exc:
+            raise _translated(exc, fn.__name__) from None
 
     return wrapper
+
+
+def _translated(exc: Exception, where: str) -> pyfuse3.FUSEError:
+    """The FUSEError a handler answers for ``exc`` (see `_handler`)."""
+    if isinstance(exc, pyfuse3.FUSEError):
+        return exc
+    if isinstance(exc, writes.Refused):
+        return pyfuse3.FUSEError(exc.errno)
+    if isinstance(exc, OSError):
+        if exc.errno == errno.EBADF:
+            # Never the caller's doing: a descriptor of memfs's own was closed under it.
+            log.error("descriptor error in %s", where, exc_info=exc)
+        return pyfuse3.FUSEError(exc.errno or errno.EIO)
+    log.error("unexpected error in %s", where, exc_info=exc)
+    return pyfuse3.FUSEError(errno.EIO)
 
 
 def _err(code: int) -> pyfuse3.FUSEError:
@@ -105,8 +109,9 @@ class MemFS(pyfuse3.Operations):
         self.pins = Pins()  # source folders kept open: an open costs an openat and an fstat
         self.renderings = Renderings(config, self.catalog, self.inodes, self.mountpoint)
         self.shown = Shown(
-            config, self.catalog, self.files, self.renderings.size, os.getuid(), os.getgid()
-        )
+            config, self.catalog, self.files, self.renderings.size, os.getuid(), os.getgid(),
+            self.kernel.holds_other,
+        )  # fmt: skip
         self.here = Here(self.mountpoint)
         self.started_ns = self.shown.started_ns
         self.folders = OpenFolders(
@@ -124,18 +129,11 @@ class MemFS(pyfuse3.Operations):
         # change's way down (stages.py), open folders (folders.py), what the kernel must
         # forget (kernel.Publisher). The handlers below decode, call one of them, answer.
 
-    @property
-    def watcher(self) -> Watcher | None:
-        return self.projects.watcher
-
-    @watcher.setter
-    def watcher(self, watcher: Watcher | None) -> None:
-        """Set by mount.py (adapter tests run without one): it loads projects off this
+    def attach(self, watcher: Watcher) -> None:
+        """mount.py's watcher (adapter tests may run without one): it loads projects off this
         thread, and renders their PREAMBLE.md and MEMORY.md there before publishing."""
-        self.projects.watcher = watcher
-        self.publisher.read_ahead = watcher.read_ahead_soon if watcher is not None else None
-        if watcher is not None:
-            watcher.warm = self.renderings.warm
+        self.projects.watcher, watcher.warm = watcher, self.renderings.warm
+        self.publisher.read_ahead = watcher.read_ahead_soon
 
     def _check(self) -> None:
         """Assert every invariant of the adapter and the core below it; tests call it after
@@ -164,16 +162,6 @@ class MemFS(pyfuse3.Operations):
         project = await self.projects.get(slug) if slug and path else None
         return self.shown.of(ino, key, project)
 
-    def _as_seen_by(
-        self, attrs: pyfuse3.EntryAttributes, ctx: pyfuse3.RequestContext, key: Key
-    ) -> pyfuse3.EntryAttributes:
-        ino = attrs.st_ino
-        # Whether an open reads another version than the one ``key`` shows now through the
-        # page cache (kernel.py), asked only when no writer is.
-        project = self.catalog.loaded().get(key[0])
-        older = lambda: self.kernel.holds_other(ino, token_of(project, key[1]))  # noqa: E731
-        return self.shown.as_seen_by(attrs, ctx.pid, older_cached=older)
-
     @_handler
     async def lookup(
         self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext
@@ -192,7 +180,7 @@ class MemFS(pyfuse3.Operations):
         attrs = await self._attrs_of(0, key)
         attrs.st_ino = self.renderings.inode_of(key)
         self.inodes.looked_up(attrs.st_ino)
-        return self._as_seen_by(attrs, ctx, key)
+        return self.shown.seen_by(attrs, ctx.pid, key)
 
     @_handler
     async def getattr(self, inode: int, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
@@ -206,7 +194,7 @@ class MemFS(pyfuse3.Operations):
             attrs = await self._attrs_of(inode, key)
             attrs.attr_timeout = attrs.entry_timeout = 0
             return attrs
-        return self._as_seen_by(await self._attrs_of(inode, key), ctx, key)
+        return self.shown.seen_by(await self._attrs_of(inode, key), ctx.pid, key)
 
     @_handler
     async def readlink(self, inode: int, ctx: pyfuse3.RequestContext) -> bytes:
@@ -252,11 +240,8 @@ class MemFS(pyfuse3.Operations):
         f = OpenFile(inode, key, pid=ctx.pid, append=bool(flags & os.O_APPEND))
         if writing:
             f.writer, f.tgid = True, procs.tgid(ctx.pid)
-        if not writing and (mine := self.reads.own_stage(inode, ctx.pid)) is not None:
-            # The writer reads back what it wrote and has not closed yet, as its stat shows
-            # it (writing.py): its own stage, which nobody else sees.
-            f.fd = os.dup(mine.fd)
-            return pyfuse3.FileInfo(fh=self.files.add(f), direct_io=True)
+        if not writing and self.reads.own_stage(inode, ctx.pid) is not None:
+            return self.reads.open(f, project, leaf)
         if leaf is None:
             if self.files.pending(key) is None:
                 raise _err(errno.EISDIR if project.tree.is_dir(path) else errno.ENOENT)
@@ -371,6 +356,7 @@ class MemFS(pyfuse3.Operations):
             await self.stages.fsync(f)
 
     @_handler
+    @_handler
     async def release(self, fh: int) -> None:
         self.stats.release += 1
         f = self.files.get(fh)
@@ -378,10 +364,7 @@ class MemFS(pyfuse3.Operations):
             return
         created = self.files.pending(f.key) is f  # never committed: its name stays, if empty
         self.files.pop(fh)
-        if f.fd >= 0 and not f.borrowed:
-            os.close(f.fd)
-        if f.token is not None:
-            self.kernel.closed(f.ino)
+        self.reads.release(f)
         if f.stage is not None and await self.stages.release(f, created=created):
             self._abandoned(f.key)
 
@@ -555,12 +538,6 @@ class MemFS(pyfuse3.Operations):
     # --- plans: one apply, then absorb, then publish ---------------------------------
 
     # --- keeping the kernel true after a change --------------------------------------
-
-    def publish_all(self) -> None:
-        self.publisher.publish_all()
-
-    def publish_root(self, slug: str) -> None:
-        self.publisher.publish_root(slug)
 
     # --- status ----------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ that no read ever combines two versions:
 * The size: the kernel keeps one size per inode, set by whoever stats it, and caps page
   cache reads with it. While an open reads an older version through the page cache, every
   caller is told that version's size and the kernel keeps it no longer than one request
-  (fs.py, ``_as_seen_by``); opens of the newer version are served with direct I/O, which
+  (attrs.py, ``Shown.seen_by``); opens of the newer version are served with direct I/O, which
   that size does not cap.
 * Otherwise the open is served with direct I/O: every read comes from the handle's own
   version, and direct reads are not capped by a size the kernel may hold from an older
@@ -342,8 +342,14 @@ class ReadOpens:
         mine = self.files.own_writer(ino, pid)
         return mine.stage if mine is not None else None
 
-    def open(self, f: OpenFile, project: Project, leaf: Leaf) -> pyfuse3.FileInfo:
+    def open(self, f: OpenFile, project: Project, leaf: Leaf | None) -> pyfuse3.FileInfo:
         """Serve ``f``, an open for reading of ``leaf``; registers it in `files`."""
+        if (mine := self.own_stage(f.ino, f.pid)) is not None:
+            # The writer reads back what it wrote and has not closed yet, as its stat shows
+            # it (writing.py): its own stage, which nobody else sees.
+            f.fd = os.dup(mine.fd)
+            return pyfuse3.FileInfo(fh=self.files.add(f), direct_io=True)
+        assert leaf is not None  # a name being created is read through its stage
         if leaf.kind is Kind.PREAMBLE:
             # This inode shows one rendering, ever (renderings.py): its size and pages are that
             # one's. Reached through a name the kernel has not looked up again since the
@@ -381,6 +387,13 @@ class ReadOpens:
         if not current:
             self.recheck(project, v.origin, v.path)
         return current
+
+    def release(self, f: OpenFile) -> None:
+        """``f`` was released: its own descriptor closed, the page cache's readers counted."""
+        if f.token is not None:
+            self.kernel.closed(f.ino)
+        if f.fd >= 0 and not f.borrowed:
+            os.close(f.fd)
 
     @staticmethod
     def read(f: OpenFile, off: int, size: int) -> bytes:

@@ -15,8 +15,8 @@ from typing import Any, Protocol
 
 from memfs.adapter.inodes import Inodes
 from memfs.adapter.kernel import Kernel
+from memfs.adapter.loading import Projects
 from memfs.adapter.stages import Stages
-from memfs.adapter.watch import Watcher
 from memfs.adapter.writing import OpenFiles
 from memfs.disk.config import Config
 from memfs.view.catalog import Catalog
@@ -69,9 +69,7 @@ class Reporting(Protocol):
     inodes: Inodes
     files: OpenFiles
     stages: Stages
-
-    @property
-    def watcher(self) -> Watcher | None: ...
+    projects: Projects
 
 
 def report(ops: Reporting) -> dict[str, Any]:
@@ -85,7 +83,7 @@ def report(ops: Reporting) -> dict[str, Any]:
 
 def _report(ops: Reporting) -> dict[str, Any]:
     projects = ops.catalog.loaded()
-    watcher = ops.watcher
+    watcher = ops.projects.watcher
     return {
         "mountpoint": str(ops.mountpoint),
         "pid": os.getpid(),

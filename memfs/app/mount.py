@@ -382,7 +382,7 @@ def _raise_descriptor_limit() -> None:
 async def _serve(ops: MemFS, mountpoint: Path) -> None:
     watcher = Watcher(ops.catalog, ops.publisher)
     watcher.turns.tune()
-    ops.watcher = watcher
+    ops.attach(watcher)
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(ops.kernel.run)
