@@ -1,4 +1,4 @@
-"""Tier 3: regressions for service-lifecycle bugs found while writing test_mount_service.py.
+"""Tier 3: regressions for service-lifecycle bugs found while writing the service tests.
 
 Each failed before its fix; each docstring names the bug it showed."""
 
@@ -26,7 +26,7 @@ from mounting import (
     require_fuse,
     wait_until,
 )
-from test_mount_service import (
+from test_mount_unit import (
     NOTES,
     SLUG,
     STOPPING,
