@@ -1,4 +1,9 @@
-"""Fixtures for the tier-3 mount tests; the harness itself is in mounting.py.
+"""Fixtures shared by test modules: tier 2's sample home, tier 3's sandbox and mounts.
+
+``sample`` is the fake home the adapter tests await handlers on (built by
+helpers.make_sample); ``readdir_reply`` stands in for pyfuse3's readdir_reply;
+``systemd_analyze`` finds systemd's checker for the unit tests (test_service,
+test_mount_unit). The tier-3 harness itself is in mounting.py.
 
 ``sandbox`` moves HOME and every XDG folder under ``tmp_path`` (for this process and for
 every memfs it starts) and writes a config listing three sources explicitly. ``mounts``
@@ -8,11 +13,24 @@ of every memfs it started is attached to the report.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from mounting import ENV_DROPPED, ENV_FOLDERS, Mounts, Sandbox, in_mountinfo, require_fuse
+from fakes import fake_readdir_reply
+from helpers import Sample, make_sample
+from mounting import (
+    ENV_DROPPED,
+    ENV_FOLDERS,
+    Mounts,
+    Sandbox,
+    in_mountinfo,
+    require_fuse,
+    unavailable,
+)
+
+from memfs.adapter import fs
 
 LOGS = pytest.StashKey[list[Path]]()
 
@@ -28,6 +46,26 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
                 text = "(no log written)"
             report.sections.append((f"memfs log {path}", text or "(empty)"))
     return report  # type: ignore[return-value]
+
+
+@pytest.fixture
+def sample(tmp_path: Path) -> Sample:
+    """The tier-2 sample home, with a MemFS on it that was never mounted."""
+    return make_sample(tmp_path)
+
+
+@pytest.fixture
+def readdir_reply(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(fs.pyfuse3, "readdir_reply", fake_readdir_reply)
+
+
+@pytest.fixture
+def systemd_analyze() -> str:
+    """The path of systemd-analyze, which checks a unit as systemd reads it."""
+    program = shutil.which("systemd-analyze")
+    if program is None:
+        unavailable("systemd-analyze is not installed (apt-get install systemd; .ci/run does)")
+    return program
 
 
 @pytest.fixture

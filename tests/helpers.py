@@ -1,4 +1,5 @@
-"""Shared builders for the tier-1 tests: a fake home with agents' memory folders.
+"""Shared builders for the tier-1 and tier-2 tests: a fake home with agents' memory folders,
+and the sample home the adapter tests share.
 
 Nothing here touches the real home: every path lives under the folder the test passes
 in (its ``tmp_path``), and the environment is an explicit dict handed to the config
@@ -7,17 +8,24 @@ functions, never ``os.environ``.
 
 from __future__ import annotations
 
+import hashlib
 import os
-from collections.abc import Callable, Iterable
+import stat
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+import pyfuse3
+import pytest
 import trio
+from fakes import FakeContext, FakeToken
 
+from memfs.adapter.fs import ROOT_INODE, MemFS
 from memfs.disk import config as cfg
 from memfs.disk import sources
+from memfs.disk.sources import STAGE_PREFIX
 from memfs.rules.slug import canonical_slug, claude_slug
-from memfs.view.project import Leaf, Origin, Project
+from memfs.view.project import Leaf, Origin, Project, history_stamp
 
 # 2026-01-01T00:00:00Z: a fixed "now" so no test depends on the clock.
 T0_NS = 1_767_225_600 * 1_000_000_000
@@ -165,3 +173,157 @@ async def eventually(condition: Callable[[], bool], what: str, within: float = 5
             return
         await trio.sleep(0.002)
     raise AssertionError(f"{what}: not within {within}s")
+
+
+# --- tier 2: the sample home the adapter tests share ---------------------------------
+
+CTX = FakeContext()
+
+OWN_MEMORY = "- [A](a.md)\n"
+WORK_MEMORY = "- [A](a.md)\n- [B](b.md)\n"
+UNION = "- [A](a.md)\n- [B](b.md)\n"
+OWN_A = "own a\n"
+WORK_A = "work a, newer than the own one\n"
+B_BODY = "---\ndescription: bee\n---\nb body\n"
+C_BODY = "c\n"
+D_BODY = "d from pi\n"
+# A project only pi has: pi keeps '.' in its folder name, the mount shows the canonical slug.
+PI_ONLY_FOLDER = "-home-a-pi.only"
+PI_ONLY_SLUG = canonical_slug(PI_ONLY_FOLDER)
+PROJECT_LISTING = [".history", "MEMORY.md", "PREAMBLE.md", "a.md", "b.md", "d.md", "sub"]
+WORK_A_HISTORY = f".history/a.md/work@{history_stamp(at(30))}.md"
+
+
+@dataclass
+class Sample:
+    home: FakeHome
+    own: Path  # ~/.claude/projects/<slug>/memory
+    work: Path  # ~/.claude-work/projects/<slug>/memory
+    pi: Path  # ~/.pi/agent/memory/<pi's spelling of the slug>
+    mnt: Path
+    ops: MemFS
+
+
+def build(home: FakeHome, mnt: Path, config: cfg.Config | None = None) -> MemFS:
+    return MemFS(config or home.config(), mountpoint=mnt)
+
+
+def make_sample(base: Path) -> Sample:
+    """The sample home of the tier-2 tests (the ``sample`` fixture in conftest.py): own
+    source ``claude``, read-only ``work`` and ``pi``, and a project only pi has."""
+    home = fake_home(base)
+    own, work, pi = home.memory(".claude"), home.memory(".claude-work"), home.pi()
+    write(own / "MEMORY.md", OWN_MEMORY, at(10))
+    write(own / "a.md", OWN_A, at(5))
+    write(work / "MEMORY.md", WORK_MEMORY, at(20))
+    write(work / "a.md", WORK_A, at(30))
+    write(work / "b.md", B_BODY, at(15))
+    write(work / "sub" / "c.md", C_BODY, at(12))
+    write(pi / "d.md", D_BODY, at(40))
+    write(home.pi(PI_ONLY_FOLDER) / "p.md", "p\n", at(1))
+    mnt = base / "mnt"
+    config = home.config()
+    assert [s.name for s in config.sources] == ["claude", "work", "pi"]
+    assert config.own is not None
+    assert config.own.name == "claude"
+    return Sample(home, own, work, pi, mnt, build(home, mnt, config))
+
+
+# --- handler helpers ---------------------------------------------------------------------------
+
+
+async def fuse_errno(call: Awaitable[object]) -> int:
+    """The errno of the FUSEError a handler raises; fails the test when it raises none."""
+    with pytest.raises(pyfuse3.FUSEError) as info:
+        await call
+    return info.value.errno
+
+
+async def walk(ops: MemFS, path: str) -> pyfuse3.EntryAttributes:
+    """Look up each '/'-separated component from the root, as the kernel's path walk does."""
+    attrs = await ops.getattr(ROOT_INODE, CTX)
+    for name in path.split("/"):
+        attrs = await ops.lookup(attrs.st_ino, os.fsencode(name), CTX)
+    return attrs
+
+
+async def read_all(ops: MemFS, fh: int, chunk: int = 7) -> bytes:
+    """Every byte of an open handle, read in small pieces at increasing offsets."""
+    out = b""
+    while True:
+        piece = await ops.read(fh, len(out), chunk)
+        out += piece
+        if len(piece) < chunk:
+            return out
+
+
+async def cat(ops: MemFS, ino: int) -> bytes:
+    info = await ops.open(ino, os.O_RDONLY, CTX)
+    try:
+        return await read_all(ops, info.fh)
+    finally:
+        await ops.release(info.fh)
+
+
+async def write_through(ops: MemFS, ino: int, data: bytes, flags: int) -> None:
+    """open for writing, write, flush (what close() waits for), release."""
+    info = await ops.open(ino, flags, CTX)
+    try:
+        assert await ops.write(info.fh, 0, data) == len(data)
+        await ops.flush(info.fh)
+    finally:
+        await ops.release(info.fh)
+
+
+async def listing(ops: MemFS, ino: int, room: int | None = None) -> list[str]:
+    """A whole listing through one handle, ``room`` entries per readdir call."""
+    fh = await ops.opendir(ino, CTX)
+    names: list[str] = []
+    start = 0
+    try:
+        while True:
+            token = FakeToken(room)
+            await ops.readdir(fh, start, token)
+            names += token.names
+            if not token.refused:
+                return names
+            assert token.accepted, "a refused first entry would loop forever"
+            start = token.next_id
+    finally:
+        await ops.releasedir(fh)
+
+
+def drain(ops: MemFS) -> set[tuple[str, int, bytes]]:
+    """Every kernel invalidation the adapter queued since the last drain."""
+    return ops.kernel.drain()
+
+
+def rescan(ops: MemFS, slug: str = CLAUDE_SLUG) -> Project:
+    """What the watcher does after inotify reports a change in a loaded project's folders."""
+    project = ops.catalog.loaded()[slug]
+    for i in range(len(project.origins)):
+        project.rescan(i)
+    project._check()
+    return project
+
+
+def digest(folder: Path) -> dict[str, tuple[int, str, int]]:
+    """Every entry below ``folder``: mode, sha256 of a file's bytes, mtime."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(folder):
+        for name in [*dirnames, *filenames]:
+            path = Path(dirpath) / name
+            st = path.lstat()
+            body = path.read_bytes() if stat.S_ISREG(st.st_mode) else b""
+            rel = str(path.relative_to(folder))
+            out[rel] = (st.st_mode, hashlib.sha256(body).hexdigest(), st.st_mtime_ns)
+    return out
+
+
+def read_only_trees(sample: Sample) -> dict[str, dict[str, tuple[int, str, int]]]:
+    home = sample.home.home
+    return {"work": digest(home / ".claude-work"), "pi": digest(home / ".pi")}
+
+
+def stage_leftovers(folder: Path) -> list[Path]:
+    return [p for p in folder.rglob("*") if p.name.startswith(STAGE_PREFIX)]

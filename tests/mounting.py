@@ -14,6 +14,10 @@ fusectl is not mounted on the machine, it is mounted in a private mount namespac
 A watchdog thread per mount aborts and kills the daemon shortly before the test's timeout:
 a test blocked in a syscall on a hung mount cannot run pytest-timeout's signal handler, but
 it gets ``ENOTCONN`` once the connection is gone, and then fails with the log attached.
+
+The service tests (test_mount_notify, _unit, _crash, _lifecycle, _mountpoint) share the
+end of this file: the ``shop`` project, a real sd_notify socket (`NotifySocket`) and a
+memfs started from any command line (`Daemon`).
 """
 
 from __future__ import annotations
@@ -25,16 +29,19 @@ import os
 import re
 import shutil
 import signal
+import socket
 import stat
+import struct
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import pytest
 
@@ -72,15 +79,21 @@ T = TypeVar("T")
 # --- skipping and waiting ------------------------------------------------------------
 
 
+def unavailable(why: str) -> NoReturn:
+    """A test that cannot run on this machine: it fails under ``CI=true`` (where everything
+    it needs is installed, and a skip would hide a gap) and skips elsewhere, saying ``why``."""
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{why} (CI=true: this test must run in CI)")
+    pytest.skip(why)
+
+
 def require_fuse(device: str | Path = "/dev/fuse") -> None:
     """Skip without /dev/fuse, saying so; with CI=true, fail instead (STYLE: tier 3)."""
     if os.path.exists(device):
         if shutil.which(FUSERMOUNT) is None:
             pytest.fail(f"{FUSERMOUNT} is not installed; install the fuse3 package")
         return
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"{device} is missing and CI=true: the mount tests must run in CI")
-    pytest.skip(f"{device} is missing on this machine: no FUSE mount tests")
+    unavailable(f"{device} is missing on this machine: no FUSE mount tests")
 
 
 def wait_until(
@@ -260,7 +273,8 @@ class SourceDef:
 
 
 def sandbox_env(base: Path) -> dict[str, str]:
-    """The outer environment with HOME and every XDG folder moved under ``base``."""
+    """The outer environment with HOME and every XDG folder moved under ``base``; the
+    benchmark (tests/bench) builds its sandbox with it too."""
     env = {k: v for k, v in os.environ.items() if k not in ENV_DROPPED}
     home = base / "home"
     home.mkdir(parents=True, exist_ok=True)
@@ -786,3 +800,158 @@ def normal_user(slug: str, notes: bytes) -> Iterator[NormalUser]:
             with contextlib.suppress(OSError):
                 os.chmod(folder, 0o700)  # sealed folders, as a non-root runner
         shutil.rmtree(base, ignore_errors=True)
+
+
+# --- memfs as a service: the shop project, sd_notify, any command line --------------------
+
+SHOP = "/home/u/src/shop"
+SLUG = slug_of(Path(SHOP))
+NOTES = b"Deploys happen on Tuesdays.\n"
+READY = "READY=1"
+STOPPING = "STOPPING=1"
+UCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
+
+
+def read(path: Path) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def shop(box: Sandbox) -> None:
+    """One project in two sources; notes.md only in the work account."""
+    box.write("personal", SLUG, "MEMORY.md", "# Memory\n\n- [Notes](notes.md)\n", 2)
+    box.write("work", SLUG, "notes.md", NOTES, 1)
+
+
+@dataclass(frozen=True)
+class Datagram:
+    text: str
+    pid: int  # the sender's, from SCM_CREDENTIALS
+
+    @property
+    def lines(self) -> list[str]:
+        return self.text.split("\n")
+
+
+class NotifySocket:
+    """What systemd binds for a Type=notify service: one datagram per notification."""
+
+    def __init__(self, address: str) -> None:
+        self.address = address  # as NOTIFY_SOCKET spells it: a path or '@name'
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+        raw = os.fsencode(address)
+        self.sock.bind(b"\0" + raw[1:] if raw.startswith(b"@") else raw)
+        self.received: list[Datagram] = []
+
+    @classmethod
+    def path(cls, folder: Path) -> NotifySocket:
+        return cls(str(folder / "notify.sock"))
+
+    @classmethod
+    def abstract(cls) -> NotifySocket:
+        return cls(f"@memfs-test-{os.getpid()}-{uuid.uuid4().hex}")
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def _receive(self, timeout: float) -> Datagram | None:
+        self.sock.settimeout(timeout)
+        try:
+            data, ancillary, _, _ = self.sock.recvmsg(65536, socket.CMSG_SPACE(UCRED.size))
+        except (TimeoutError, BlockingIOError):
+            return None
+        pid = next(
+            UCRED.unpack(payload[: UCRED.size])[0]
+            for level, kind, payload in ancillary
+            if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS
+        )
+        datagram = Datagram(data.decode("utf-8", "replace"), pid)
+        self.received.append(datagram)
+        return datagram
+
+    def drain(self) -> list[Datagram]:
+        """Every datagram already queued; none is waited for."""
+        found = []
+        while (datagram := self._receive(0)) is not None:
+            found.append(datagram)
+        return found
+
+    def expect(
+        self,
+        assignment: str,
+        proc: subprocess.Popen[bytes],
+        timeout: float = MOUNT_DEADLINE,
+        *,
+        freeze: bool = False,
+    ) -> Datagram:
+        """The first datagram holding ``assignment`` as one of its lines; fails if ``proc``
+        exits without sending it or the deadline passes. With ``freeze``, ``proc`` is
+        stopped (SIGSTOP) the moment the datagram is read: whatever it had not done before
+        sending, it cannot do before the caller looks."""
+        deadline = time.monotonic() + timeout
+        while True:
+            datagram = self._receive(POLL * 5)
+            if datagram is not None:
+                if assignment in datagram.lines:
+                    if freeze:
+                        proc.send_signal(signal.SIGSTOP)
+                    return datagram
+                continue
+            if proc.poll() is not None:
+                # A datagram sent before the exit is queued already.
+                for late in self.drain():
+                    if assignment in late.lines:
+                        return late
+                pytest.fail(
+                    f"memfs exited with {proc.returncode} without sending {assignment}; "
+                    f"received {[d.text for d in self.received]}"
+                )
+            if time.monotonic() > deadline:
+                pytest.fail(f"no {assignment} within {timeout}s; received {self.received}")
+
+
+class Daemon(Mount):
+    """A memfs started from an arbitrary command line (a unit's ExecStart, a patched entry
+    point), with the harness's log, watchdog, wait_live and always-unmounting close."""
+
+    def __init__(
+        self,
+        sandbox: Sandbox,
+        argv: list[str],
+        mountpoint: Path,
+        *,
+        env: dict[str, str] | None = None,
+        cwd: Path = Path("/"),
+        name: str = "daemon",
+    ) -> None:
+        super().__init__(sandbox, name=name)
+        self.argv = argv
+        self.mountpoint = Path(os.path.realpath(mountpoint))
+        self.env = dict(sandbox.env if env is None else env)
+        self.cwd = cwd
+
+    def start(self, *, wait: bool = True) -> Daemon:
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                self.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=self.env,
+                cwd=self.cwd,
+                start_new_session=True,
+            )
+        self._watchdog = threading.Timer(self.watchdog_after, self._fire_watchdog)
+        self._watchdog.daemon = True
+        self._watchdog.start()
+        if wait:
+            self.wait_live()
+        return self
+
+
+def start_daemon(mounts: Mounts, daemon: Daemon, *, wait: bool = True) -> Daemon:
+    """Start ``daemon`` under the ``mounts`` fixture: unmounted at teardown, log attached."""
+    mounts.started.append(daemon)
+    mounts._logs.append(daemon.log_path)  # the same list mounts() feeds
+    return daemon.start(wait=wait)

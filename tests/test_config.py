@@ -95,6 +95,19 @@ def test_discovery_finds_accounts_and_pi_with_own_first(tmp_path: Path) -> None:
     assert all(s.why for s in found)
 
 
+def test_config_file_without_sources_still_discovers_them(tmp_path: Path) -> None:
+    # A regression found in review, failed before its fix; the bug as it was:
+    # §3: "Every key has a default; the file is optional." A file that only tunes the
+    # preamble must not drop every source: `source` defaults to the discovered ones.
+    fh = fake_home(tmp_path)
+    path = cfg.config_path(fh.env)
+    path.parent.mkdir(parents=True)
+    path.write_text("[preamble]\nbudget = 4096\n", encoding="utf-8")
+    config = cfg.load(fh.env)
+    assert config.preamble.budget == 4096
+    assert [s.name for s in config.sources] == [s.name for s in cfg.discover(fh.env)]
+
+
 def test_discovery_skips_accounts_without_projects_and_files(tmp_path: Path) -> None:
     fh = fake_home(tmp_path, (".claude",), pi=False)
     (fh.home / ".claude-empty").mkdir()  # no projects/

@@ -1,194 +1,65 @@
-"""Tier 2: the pyfuse3 adapter, its handlers awaited directly with a stand-in request context.
+"""Tier 2: the pyfuse3 adapter's read side, its handlers awaited directly with a stand-in
+request context: lookups and forget, attributes, listings, reads, ``here``, invalidations,
+xattr and statfs. Every write handler is in test_fs_writes.py.
 
-No mount: ``pyfuse3.init`` is never called. The sources are a fake home on ``tmp_path`` with
-two Claude Code accounts (``~/.claude``, the own source named ``claude``; ``~/.claude-work``,
-named ``work``) and pi's memory folder. The kernel invalidations the adapter queues are read
-back from its channel instead of being sent.
+No mount: ``pyfuse3.init`` is never called. The sources are the ``sample`` fake home
+(conftest.py, built by helpers.make_sample) with two Claude Code accounts (``~/.claude``,
+the own source named ``claude``; ``~/.claude-work``, named ``work``) and pi's memory folder.
+The kernel invalidations the adapter queues are read back from its channel instead of being
+sent.
 """
 
 from __future__ import annotations
 
 import errno
-import hashlib
 import json
 import os
 import stat
 import subprocess
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 
 import pyfuse3
 import pytest
-from fakes import FakeContext, FakeToken, fake_readdir_reply
-from helpers import CLAUDE_SLUG, PI_SLUG, FakeHome, at, fake_home, write
+from fakes import FakeContext, FakeToken
+from helpers import (
+    B_BODY,
+    CLAUDE_SLUG,
+    CTX,
+    D_BODY,
+    OWN_A,
+    PI_ONLY_FOLDER,
+    PI_ONLY_SLUG,
+    PI_SLUG,
+    PROJECT_LISTING,
+    UNION,
+    WORK_A,
+    WORK_A_HISTORY,
+    WORK_MEMORY,
+    Sample,
+    at,
+    build,
+    cat,
+    drain,
+    fake_home,
+    fuse_errno,
+    listing,
+    read_all,
+    rescan,
+    walk,
+    write,
+    write_through,
+)
 
 from memfs.adapter import fs
 from memfs.adapter.fs import HERE_INODE, ROOT_INODE, STATUS_XATTR, MemFS
 from memfs.disk import config as cfg
-from memfs.disk import procs
-from memfs.disk.sources import NAME_MAX, STAGE_PREFIX
-from memfs.rules.slug import canonical_slug, claude_slug
+from memfs.disk.sources import NAME_MAX
+from memfs.rules.slug import claude_slug
 from memfs.view import documents as documents_module
-from memfs.view.project import Project, history_stamp
-
-CTX = FakeContext()
-
-OWN_MEMORY = "- [A](a.md)\n"
-WORK_MEMORY = "- [A](a.md)\n- [B](b.md)\n"
-UNION = "- [A](a.md)\n- [B](b.md)\n"
-OWN_A = "own a\n"
-WORK_A = "work a, newer than the own one\n"
-B_BODY = "---\ndescription: bee\n---\nb body\n"
-C_BODY = "c\n"
-D_BODY = "d from pi\n"
-# A project only pi has: pi keeps '.' in its folder name, the mount shows the canonical slug.
-PI_ONLY_FOLDER = "-home-a-pi.only"
-PI_ONLY_SLUG = canonical_slug(PI_ONLY_FOLDER)
-PROJECT_LISTING = [".history", "MEMORY.md", "PREAMBLE.md", "a.md", "b.md", "d.md", "sub"]
-WORK_A_HISTORY = f".history/a.md/work@{history_stamp(at(30))}.md"
-
-
-@dataclass
-class Sample:
-    home: FakeHome
-    own: Path  # ~/.claude/projects/<slug>/memory
-    work: Path  # ~/.claude-work/projects/<slug>/memory
-    pi: Path  # ~/.pi/agent/memory/<pi's spelling of the slug>
-    mnt: Path
-    ops: MemFS
-
-
-def build(home: FakeHome, mnt: Path, config: cfg.Config | None = None) -> MemFS:
-    return MemFS(config or home.config(), mountpoint=mnt)
-
-
-@pytest.fixture
-def sample(tmp_path: Path) -> Sample:
-    home = fake_home(tmp_path)
-    own, work, pi = home.memory(".claude"), home.memory(".claude-work"), home.pi()
-    write(own / "MEMORY.md", OWN_MEMORY, at(10))
-    write(own / "a.md", OWN_A, at(5))
-    write(work / "MEMORY.md", WORK_MEMORY, at(20))
-    write(work / "a.md", WORK_A, at(30))
-    write(work / "b.md", B_BODY, at(15))
-    write(work / "sub" / "c.md", C_BODY, at(12))
-    write(pi / "d.md", D_BODY, at(40))
-    write(home.pi(PI_ONLY_FOLDER) / "p.md", "p\n", at(1))
-    mnt = tmp_path / "mnt"
-    config = home.config()
-    assert [s.name for s in config.sources] == ["claude", "work", "pi"]
-    assert config.own is not None
-    assert config.own.name == "claude"
-    return Sample(home, own, work, pi, mnt, build(home, mnt, config))
-
-
-@pytest.fixture
-def readdir_reply(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(fs.pyfuse3, "readdir_reply", fake_readdir_reply)
-
-
-# --- helpers ---------------------------------------------------------------------------
-
-
-async def fuse_errno(call: Awaitable[object]) -> int:
-    """The errno of the FUSEError a handler raises; fails the test when it raises none."""
-    with pytest.raises(pyfuse3.FUSEError) as info:
-        await call
-    return info.value.errno
-
-
-async def walk(ops: MemFS, path: str) -> pyfuse3.EntryAttributes:
-    """Look up each '/'-separated component from the root, as the kernel's path walk does."""
-    attrs = await ops.getattr(ROOT_INODE, CTX)
-    for name in path.split("/"):
-        attrs = await ops.lookup(attrs.st_ino, os.fsencode(name), CTX)
-    return attrs
-
-
-async def read_all(ops: MemFS, fh: int, chunk: int = 7) -> bytes:
-    """Every byte of an open handle, read in small pieces at increasing offsets."""
-    out = b""
-    while True:
-        piece = await ops.read(fh, len(out), chunk)
-        out += piece
-        if len(piece) < chunk:
-            return out
-
-
-async def cat(ops: MemFS, ino: int) -> bytes:
-    info = await ops.open(ino, os.O_RDONLY, CTX)
-    try:
-        return await read_all(ops, info.fh)
-    finally:
-        await ops.release(info.fh)
-
-
-async def write_through(ops: MemFS, ino: int, data: bytes, flags: int) -> None:
-    """open for writing, write, flush (what close() waits for), release."""
-    info = await ops.open(ino, flags, CTX)
-    try:
-        assert await ops.write(info.fh, 0, data) == len(data)
-        await ops.flush(info.fh)
-    finally:
-        await ops.release(info.fh)
-
-
-async def listing(ops: MemFS, ino: int, room: int | None = None) -> list[str]:
-    """A whole listing through one handle, ``room`` entries per readdir call."""
-    fh = await ops.opendir(ino, CTX)
-    names: list[str] = []
-    start = 0
-    try:
-        while True:
-            token = FakeToken(room)
-            await ops.readdir(fh, start, token)
-            names += token.names
-            if not token.refused:
-                return names
-            assert token.accepted, "a refused first entry would loop forever"
-            start = token.next_id
-    finally:
-        await ops.releasedir(fh)
-
-
-def drain(ops: MemFS) -> set[tuple[str, int, bytes]]:
-    """Every kernel invalidation the adapter queued since the last drain."""
-    return ops.kernel.drain()
-
-
-def rescan(ops: MemFS, slug: str = CLAUDE_SLUG) -> Project:
-    """What the watcher does after inotify reports a change in a loaded project's folders."""
-    project = ops.catalog.loaded()[slug]
-    for i in range(len(project.origins)):
-        project.rescan(i)
-    project._check()
-    return project
-
-
-def digest(folder: Path) -> dict[str, tuple[int, str, int]]:
-    """Every entry below ``folder``: mode, sha256 of a file's bytes, mtime."""
-    out = {}
-    for dirpath, dirnames, filenames in os.walk(folder):
-        for name in [*dirnames, *filenames]:
-            path = Path(dirpath) / name
-            st = path.lstat()
-            body = path.read_bytes() if stat.S_ISREG(st.st_mode) else b""
-            rel = str(path.relative_to(folder))
-            out[rel] = (st.st_mode, hashlib.sha256(body).hexdigest(), st.st_mtime_ns)
-    return out
-
-
-def read_only_trees(sample: Sample) -> dict[str, dict[str, tuple[int, str, int]]]:
-    home = sample.home.home
-    return {"work": digest(home / ".claude-work"), "pi": digest(home / ".pi")}
-
-
-def stage_leftovers(folder: Path) -> list[Path]:
-    return [p for p in folder.rglob("*") if p.name.startswith(STAGE_PREFIX)]
-
+from memfs.view.project import history_stamp
 
 # --- lookup and forget -----------------------------------------------------------------
 
@@ -965,291 +836,22 @@ async def test_readlink_of_anything_but_here_is_einval(sample: Sample) -> None:
         assert await fuse_errno(ops.readlink(ino, CTX)) == errno.EINVAL
 
 
-# --- writes ----------------------------------------------------------------------------
-
-
-async def test_create_lands_in_the_own_folder_as_a_real_file(sample: Sample) -> None:
-    ops = sample.ops
-    before = read_only_trees(sample)
-    project = await walk(ops, CLAUDE_SLUG)
-    info, attrs = await ops.create(
-        project.st_ino, b"new.md", stat.S_IFREG | 0o666, os.O_WRONLY | os.O_CREAT, CTX
-    )
-    target = sample.own / "new.md"
-    assert stat.S_ISREG(attrs.st_mode)
-    assert attrs.st_size == 0
-    assert ops.inodes._lookups[attrs.st_ino] == 1
-    # The name answers through the mount at once.
-    assert (await ops.lookup(project.st_ino, b"new.md", CTX)).st_ino == attrs.st_ino
-    assert await ops.write(info.fh, 0, b"hello ") == 6
-    assert await ops.write(info.fh, 6, b"world\n") == 6
-    assert (await ops.getattr(attrs.st_ino, CTX)).st_size == 12  # a writer sees its bytes
-    # Readers on disk see no file or a whole one, never a part.
-    assert not target.exists() or target.read_bytes() in (b"", b"hello world\n")
-    await ops.flush(info.fh)
-    assert stat.S_ISREG(target.lstat().st_mode)
-    assert stat.S_IMODE(target.lstat().st_mode) == 0o644  # 0o666 under the umask 022
-    assert target.read_bytes() == b"hello world\n"
-    await ops.release(info.fh)
-    assert target.read_bytes() == b"hello world\n"
-    assert stage_leftovers(sample.home.home) == []
-    found = await ops.lookup(project.st_ino, b"new.md", CTX)
-    assert found.st_ino == attrs.st_ino
-    assert found.st_size == 12
-    assert found.st_mtime_ns == target.stat().st_mtime_ns
-    assert await cat(ops, found.st_ino) == b"hello world\n"
-    assert read_only_trees(sample) == before
-
-
-@pytest.mark.usefixtures("readdir_reply")
-async def test_a_created_file_is_listed_and_a_bare_create_lands_at_release(
-    sample: Sample,
+async def test_here_inside_a_mount_reached_through_a_symlink(
+    sample: Sample, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # `touch new.md`: create, then release with nothing written.
-    ops = sample.ops
-    project = await walk(ops, CLAUDE_SLUG)
-    info, attrs = await ops.create(project.st_ino, b"touched.md", 0o100644, os.O_WRONLY, CTX)
-    assert "touched.md" in await listing(ops, project.st_ino)
-    assert (await ops.getattr(attrs.st_ino, CTX)).st_size == 0
-    await ops.flush(info.fh)
-    await ops.release(info.fh)
-    assert (sample.own / "touched.md").read_bytes() == b""
-    assert "touched.md" in await listing(ops, project.st_ino)
-    assert (await ops.lookup(project.st_ino, b"touched.md", CTX)).st_ino == attrs.st_ino
-    assert stage_leftovers(sample.home.home) == []
-    assert ops.status()["open_handles"] == 0
-
-
-async def test_a_failed_commit_is_returned_by_flush_and_leaves_nothing_behind(
-    sample: Sample,
-) -> None:
-    ops = sample.ops
-    project = await walk(ops, CLAUDE_SLUG)
-    await ops.lookup(project.st_ino, b"a.md", CTX)  # the project is loaded now
-    info, _ = await ops.create(project.st_ino, b"x.md", 0o100644, os.O_WRONLY, CTX)
-    assert await ops.write(info.fh, 0, b"x\n") == 2
-    # A folder made directly in the own source, not yet reported by the watcher, is in the
-    # way of the rename: close() must report it (§7.1).
-    (sample.own / "x.md").mkdir()
-    assert await fuse_errno(ops.flush(info.fh)) == errno.EISDIR
-    await ops.release(info.fh)
-    assert (sample.own / "x.md").is_dir()
-    assert list((sample.own / "x.md").iterdir()) == []
-    assert stage_leftovers(sample.home.home) == []
-    assert ops.status()["open_handles"] == 0
-
-
-@pytest.mark.usefixtures("readdir_reply")
-async def test_create_in_a_folder_only_a_read_only_source_has(sample: Sample) -> None:
-    ops = sample.ops
-    before = read_only_trees(sample)
-    sub = await walk(ops, f"{CLAUDE_SLUG}/sub")
-    info, _ = await ops.create(sub.st_ino, b"e.md", 0o100644, os.O_WRONLY, CTX)
-    assert await ops.write(info.fh, 0, b"e\n") == 2
-    await ops.flush(info.fh)
-    await ops.release(info.fh)
-    assert (sample.own / "sub" / "e.md").read_bytes() == b"e\n"
-    assert await listing(ops, sub.st_ino) == ["c.md", "e.md"]
-    assert read_only_trees(sample) == before
-
-
-@pytest.mark.usefixtures("readdir_reply")
-async def test_create_in_a_project_the_own_source_lacks_makes_its_folder(
-    sample: Sample,
-) -> None:
-    ops = sample.ops
-    before = read_only_trees(sample)
-    own_folder = sample.home.account(".claude") / "projects" / PI_ONLY_SLUG / "memory"
-    assert not own_folder.exists()
-    project = await walk(ops, PI_ONLY_SLUG)
-    info, _ = await ops.create(project.st_ino, b"q.md", 0o100644, os.O_WRONLY, CTX)
-    assert await ops.write(info.fh, 0, b"q\n") == 2
-    await ops.flush(info.fh)
-    await ops.release(info.fh)
-    # Named by the canonical slug, not by pi's spelling.
-    assert (own_folder / "q.md").read_bytes() == b"q\n"
-    assert await listing(ops, project.st_ino) == ["PREAMBLE.md", "p.md", "q.md"]
-    assert read_only_trees(sample) == before
-
-
-async def test_a_bare_truncation_is_committed_at_release_and_an_idle_writer_changes_nothing(
-    sample: Sample, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # The shell's own descriptor stays open across the flush of its dup.
-    monkeypatch.setattr(procs, "holds", lambda pid, path: True)
-    ops = sample.ops
-    before = read_only_trees(sample)
-    a = await walk(ops, f"{CLAUDE_SLUG}/a.md")
-    b = await walk(ops, f"{CLAUDE_SLUG}/b.md")
-    # Opened for writing, nothing written: release changes nothing anywhere.
-    info = await ops.open(b.st_ino, os.O_RDWR, CTX)
-    await ops.flush(info.fh)
-    await ops.release(info.fh)
-    assert not (sample.own / "b.md").exists()
-    # `: > a.md`: the shell flushes a dup before anything is written; readers keep the old
-    # whole file until the release commits the empty one.
-    info = await ops.open(a.st_ino, os.O_WRONLY | os.O_TRUNC, CTX)
-    await ops.flush(info.fh)
-    assert (sample.own / "a.md").read_bytes() == OWN_A.encode()
-    await ops.release(info.fh)
-    assert (sample.own / "a.md").read_bytes() == b""
-    assert (await ops.getattr(a.st_ino, CTX)).st_size == 0
-    assert stage_leftovers(sample.home.home) == []
-    assert ops.status()["open_handles"] == 0
-    assert read_only_trees(sample) == before
-
-
-async def test_a_bare_truncation_commits_when_its_last_descriptor_closes(
-    sample: Sample, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # `: > a.md` then `cat a.md`: close() must not return before the truncation lands.
-    monkeypatch.setattr(procs, "holds", lambda pid, path: False)
-    ops = sample.ops
-    a = await walk(ops, f"{CLAUDE_SLUG}/a.md")
-    info = await ops.open(a.st_ino, os.O_WRONLY | os.O_TRUNC, CTX)
-    await ops.flush(info.fh)
-    assert (sample.own / "a.md").read_bytes() == b""
-    await ops.release(info.fh)
-    assert stage_leftovers(sample.home.home) == []
-
-
-async def test_a_writer_killed_by_a_signal_commits_nothing(
-    sample: Sample, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    ops = sample.ops
-    a = await walk(ops, f"{CLAUDE_SLUG}/a.md")
-    info = await ops.open(a.st_ino, os.O_WRONLY | os.O_TRUNC, CTX)
-    assert await ops.write(info.fh, 0, b"half a line") == 11
-    monkeypatch.setattr(procs, "killed_by_signal", lambda pid: True)
-    await ops.flush(info.fh)
-    await ops.release(info.fh)
-    assert (sample.own / "a.md").read_bytes() == OWN_A.encode()
-    assert stage_leftovers(sample.home.home) == []
-
-
-async def test_open_for_write_with_trunc_replaces_the_own_version(sample: Sample) -> None:
-    ops = sample.ops
-    before = read_only_trees(sample)
-    a = await walk(ops, f"{CLAUDE_SLUG}/a.md")
-    await write_through(ops, a.st_ino, b"rewritten\n", os.O_WRONLY | os.O_TRUNC)
-    assert (sample.own / "a.md").read_bytes() == b"rewritten\n"
-    attrs = await ops.getattr(a.st_ino, CTX)
-    assert attrs.st_size == len(b"rewritten\n")
-    assert attrs.st_mtime_ns == (sample.own / "a.md").stat().st_mtime_ns
-    assert await cat(ops, a.st_ino) == b"rewritten\n"
-    assert stage_leftovers(sample.home.home) == []
-    assert read_only_trees(sample) == before
-
-
-async def test_writing_a_read_only_head_copies_it_up_to_the_own_source(sample: Sample) -> None:
-    ops = sample.ops
-    before = read_only_trees(sample)
-    b = await walk(ops, f"{CLAUDE_SLUG}/b.md")
-    await write_through(ops, b.st_ino, b"own b\n", os.O_WRONLY | os.O_TRUNC)
-    assert (sample.own / "b.md").read_bytes() == b"own b\n"
-    assert await cat(ops, b.st_ino) == b"own b\n"
-    # The work version is untouched, and shown as history now that the own one is head.
-    kept = f"{CLAUDE_SLUG}/.history/b.md/work@{history_stamp(at(15))}.md"
-    assert await cat(ops, (await walk(ops, kept)).st_ino) == B_BODY.encode()
-    # Without O_TRUNC a stage starts as a copy of the head (pi's d.md here).
-    d = await walk(ops, f"{CLAUDE_SLUG}/d.md")
-    await write_through(ops, d.st_ino, b"D", os.O_RDWR)
-    assert (sample.own / "d.md").read_bytes() == b"D from pi\n"
-    assert read_only_trees(sample) == before
-
-
-async def test_editing_memory_md_starts_from_the_union(sample: Sample) -> None:
-    ops = sample.ops
-    before = read_only_trees(sample)
-    memory = await walk(ops, f"{CLAUDE_SLUG}/MEMORY.md")
-    info = await ops.open(memory.st_ino, os.O_RDWR, CTX)
-    assert await ops.read(info.fh, 0, 4096) == UNION.encode()
-    line = b"- [C](sub/c.md)\n"
-    assert await ops.write(info.fh, len(UNION), line) == len(line)
-    await ops.flush(info.fh)
-    await ops.release(info.fh)
-    assert (sample.own / "MEMORY.md").read_bytes() == UNION.encode() + line
-    assert await cat(ops, memory.st_ino) == UNION.encode() + line
-    assert read_only_trees(sample) == before
-
-
-async def test_a_handoff_write_keeps_the_replaced_version(sample: Sample) -> None:
-    ops = sample.ops
-    name = "handoff-agent_x_20260101.md"
-    write(sample.own / name, "first\n", at(70))
-    project = await walk(ops, CLAUDE_SLUG)
-    handoff = await ops.lookup(project.st_ino, name.encode(), CTX)
-    await write_through(ops, handoff.st_ino, b"second\n", os.O_WRONLY | os.O_TRUNC)
-    assert (sample.own / name).read_bytes() == b"second\n"
-    kept = sample.own / ".history" / name / f"claude@{history_stamp(at(70))}.md"
-    assert kept.read_bytes() == b"first\n"
-    shown = await walk(ops, f"{CLAUDE_SLUG}/.history/{name}/{kept.name}")
-    assert await cat(ops, shown.st_ino) == b"first\n"
-
-
-async def test_unlinking_a_handoff_keeps_it_as_history(sample: Sample) -> None:
-    # `mv` from another filesystem onto a handoff unlinks it, then creates the new one:
-    # the version it replaces is kept, as with a write (§7.2).
-    ops = sample.ops
-    name = "handoff-agent_x_20260101.md"
-    write(sample.own / name, "first\n", at(70))
-    project = await walk(ops, CLAUDE_SLUG)
-    await ops.lookup(project.st_ino, name.encode(), CTX)
-    await ops.unlink(project.st_ino, name.encode(), CTX)
-    assert not (sample.own / name).exists()
-    kept = sample.own / ".history" / name / f"claude@{history_stamp(at(70))}.md"
-    assert kept.read_bytes() == b"first\n"
-    shown = await walk(ops, f"{CLAUDE_SLUG}/.history/{name}/{kept.name}")
-    assert await cat(ops, shown.st_ino) == b"first\n"
-
-
-async def test_without_an_own_source_writes_are_erofs(tmp_path: Path) -> None:
-    home = fake_home(tmp_path)
-    write(home.memory(".claude-work") / "a.md", WORK_A, at(30))
-    config_file = tmp_path / "config.toml"
-    config_file.write_text(
-        '[[source]]\nname = "work"\npath = "~/.claude-work/projects/{slug}/memory"\n'
-    )
-    config = cfg.load(home.env, config_file)
-    assert config.own is None
-    ops = build(home, tmp_path / "mnt", config)
-    before = digest(home.home)
-    project = await walk(ops, CLAUDE_SLUG)
-    a = await ops.lookup(project.st_ino, b"a.md", CTX)
-    assert stat.S_IMODE(a.st_mode) == 0o444
-    assert stat.S_IMODE(project.st_mode) == 0o555
-    for flags in (os.O_WRONLY, os.O_RDWR, os.O_WRONLY | os.O_TRUNC):
-        assert await fuse_errno(ops.open(a.st_ino, flags, CTX)) == errno.EROFS
-    create = ops.create(project.st_ino, b"new.md", 0o100644, os.O_WRONLY, CTX)
-    assert await fuse_errno(create) == errno.EROFS
-    assert await cat(ops, a.st_ino) == WORK_A.encode()
-    assert digest(home.home) == before
-    assert ops.status()["open_handles"] == 0
-
-
-async def test_preamble_and_history_are_eacces_to_writers(sample: Sample) -> None:
-    ops = sample.ops
-    before = read_only_trees(sample)
-    own_before = digest(sample.own)
-    project = await walk(ops, CLAUDE_SLUG)
-    preamble = await ops.lookup(project.st_ino, b"PREAMBLE.md", CTX)
-    history = await ops.lookup(project.st_ino, b".history", CTX)
-    kept = await walk(ops, f"{CLAUDE_SLUG}/{WORK_A_HISTORY}")
-    kept_folder = await walk(ops, f"{CLAUDE_SLUG}/.history/a.md")
-    for ino in (preamble.st_ino, kept.st_ino):
-        for flags in (os.O_WRONLY, os.O_RDWR, os.O_WRONLY | os.O_TRUNC):
-            assert await fuse_errno(ops.open(ino, flags, CTX)) == errno.EACCES
-    for parent, name in [
-        (project.st_ino, b"PREAMBLE.md"),
-        (history.st_ino, b"x.md"),
-        (kept_folder.st_ino, b"work@20260101T000000Z.md"),
-        (ROOT_INODE, b"-home-a-new"),  # the root holds projects only
-    ]:
-        create = ops.create(parent, name, 0o100644, os.O_WRONLY, CTX)
-        assert await fuse_errno(create) == errno.EACCES, name
-    assert ops.status()["open_handles"] == 0
-    assert digest(sample.own) == own_before
-    assert read_only_trees(sample) == before
+    # A regression found in review, failed before its fix; the bug as it was:
+    # mount.prepare() makes the mountpoint absolute (os.path.abspath) but does not resolve
+    # links, while /proc/<pid>/cwd is always resolved, so _here() misses the "inside the
+    # mount" case: it walks up for .git through the mount and answers the slug of the
+    # mount's own path instead of the project the caller is in.
+    real = tmp_path / "real-mnt"
+    (real / CLAUDE_SLUG).mkdir(parents=True)
+    link = tmp_path / "mnt-link"
+    link.symlink_to(real)
+    ops = build(sample.home, link)
+    monkeypatch.chdir(link / CLAUDE_SLUG)
+    me = type(CTX)(pid=os.getpid())
+    assert await ops.readlink(HERE_INODE, me) == CLAUDE_SLUG.encode()
 
 
 # --- invalidation after changes --------------------------------------------------------
@@ -1395,22 +997,6 @@ async def test_a_descriptor_error_inside_memfs_is_logged_with_its_traceback(
     assert record.getMessage() == "descriptor error in statfs"
     assert record.exc_info is not None
     assert "closed_under" in caplog.text
-
-
-async def test_opening_for_write_stages_nothing_until_the_first_write(sample: Sample) -> None:
-    # An editor opening read-write, or `touch` of an existing file, copies no head and
-    # leaves no temp file; the first write stages a copy of the head.
-    ops = sample.ops
-    a = await walk(ops, f"{CLAUDE_SLUG}/a.md")
-    info = await ops.open(a.st_ino, os.O_RDWR, CTX)
-    assert stage_leftovers(sample.home.home) == []
-    assert await ops.read(info.fh, 0, 100) == OWN_A.encode()
-    assert await ops.write(info.fh, len(OWN_A), b"more\n") == 5
-    assert len(stage_leftovers(sample.home.home)) == 1
-    await ops.flush(info.fh)
-    await ops.release(info.fh)
-    assert (sample.own / "a.md").read_bytes() == OWN_A.encode() + b"more\n"
-    assert stage_leftovers(sample.home.home) == []
 
 
 async def test_status_fits_in_an_xattr_however_many_stale_heads(tmp_path: Path) -> None:

@@ -1,17 +1,18 @@
 """Tier 2: every write handler of the adapter, awaited directly (§7, §7.3, §7.4, §7.6).
 
-No mount and no kernel: the handlers of `memfs.adapter.fs.MemFS` are awaited with a stand-in request
-context on the sample home of test_fs.py (own source ``claude``; ``work`` and ``pi``
-read-only). Each test checks the result twice: on disk (the own source holds exactly what
-was asked, the read-only sources are byte-identical to their fingerprint) and through the
-handlers (lookup, getattr, readdir, read). ``MemFS._check()`` runs after every step.
+No mount and no kernel: the handlers of `memfs.adapter.fs.MemFS` are awaited with a stand-in
+request context on the ``sample`` home (conftest.py, built by helpers.make_sample: own
+source ``claude``; ``work`` and ``pi`` read-only). Each test checks the result twice: on
+disk (the own source holds exactly what was asked, the read-only sources are byte-identical
+to their fingerprint) and through the handlers (lookup, getattr, readdir, read).
+``MemFS._check()`` runs after every step.
 
 Only the handlers, ``_check()`` and ``status()`` are used, so these tests hold for any
 implementation behind the pyfuse3 signatures.
 """
-# The sample fixture is imported from test_fs (F811); the disk is read synchronously on purpose,
-# between handler calls, with nothing else running (ASYNC240).
-# ruff: noqa: F811, ASYNC240
+# The disk is read synchronously on purpose, between handler calls, with nothing else
+# running (ASYNC240).
+# ruff: noqa: ASYNC240
 
 from __future__ import annotations
 
@@ -29,30 +30,37 @@ import pytest
 import trio
 import trio.testing
 from fakes import FakeContext, SetattrFields
-from helpers import CLAUDE_SLUG, at, fake_home, write
-from test_fs import (
+from helpers import (
     B_BODY,
     C_BODY,
+    CLAUDE_SLUG,
     CTX,
     OWN_A,
     PI_ONLY_SLUG,
+    UNION,
     WORK_A,
     WORK_A_HISTORY,
     Sample,
+    at,
     build,
+    cat,
     digest,
+    fake_home,
     fuse_errno,
     listing,
     read_all,
     read_only_trees,
-    readdir_reply,  # noqa: F401 (the fixture)
-    sample,  # noqa: F401 (the fixture)
+    rescan,
     stage_leftovers,
+    walk,
+    write,
+    write_through,
 )
 
 from memfs.adapter.fs import ROOT_INODE, MemFS
 from memfs.disk import config as cfg
-from memfs.disk import staging
+from memfs.disk import procs, staging
+from memfs.disk.sources import STAGE_PREFIX
 from memfs.view.project import history_stamp
 
 T = TypeVar("T")
@@ -1034,6 +1042,22 @@ async def test_unlink_refusals(sample: Sample) -> None:
     assert read_only_trees(sample) == before
 
 
+async def test_unlinking_a_handoff_keeps_it_as_history(sample: Sample) -> None:
+    # `mv` from another filesystem onto a handoff unlinks it, then creates the new one:
+    # the version it replaces is kept, as with a write (§7.2).
+    ops = sample.ops
+    name = "handoff-agent_x_20260101.md"
+    write(sample.own / name, "first\n", at(70))
+    project = await walk(ops, CLAUDE_SLUG)
+    await ops.lookup(project.st_ino, name.encode(), CTX)
+    await ops.unlink(project.st_ino, name.encode(), CTX)
+    assert not (sample.own / name).exists()
+    kept = sample.own / ".history" / name / f"claude@{history_stamp(at(70))}.md"
+    assert kept.read_bytes() == b"first\n"
+    shown = await walk(ops, f"{CLAUDE_SLUG}/.history/{name}/{kept.name}")
+    assert await cat(ops, shown.st_ino) == b"first\n"
+
+
 # --- refusals ------------------------------------------------------------------------------------
 
 
@@ -1116,6 +1140,56 @@ async def test_without_an_own_source_every_write_handler_is_erofs(tmp_path: Path
     assert await body(ops, "a.md") == WORK_A.encode()
     assert digest(home.home) == before
     assert ops.status()["open_handles"] == 0
+
+
+async def test_without_an_own_source_writes_are_erofs(tmp_path: Path) -> None:
+    home = fake_home(tmp_path)
+    a_md = write(home.memory(".claude-work") / "a.md", WORK_A, at(30))
+    os.chmod(a_md, 0o644)  # as the usual umask makes it: this module's own umask is 077
+    config_file = tmp_path / "config.toml"
+    config_file.write_text(
+        '[[source]]\nname = "work"\npath = "~/.claude-work/projects/{slug}/memory"\n'
+    )
+    config = cfg.load(home.env, config_file)
+    assert config.own is None
+    ops = build(home, tmp_path / "mnt", config)
+    before = digest(home.home)
+    project = await walk(ops, CLAUDE_SLUG)
+    a = await ops.lookup(project.st_ino, b"a.md", CTX)
+    assert stat.S_IMODE(a.st_mode) == 0o444
+    assert stat.S_IMODE(project.st_mode) == 0o555
+    for flags in (os.O_WRONLY, os.O_RDWR, os.O_WRONLY | os.O_TRUNC):
+        assert await fuse_errno(ops.open(a.st_ino, flags, CTX)) == errno.EROFS
+    create = ops.create(project.st_ino, b"new.md", 0o100644, os.O_WRONLY, CTX)
+    assert await fuse_errno(create) == errno.EROFS
+    assert await cat(ops, a.st_ino) == WORK_A.encode()
+    assert digest(home.home) == before
+    assert ops.status()["open_handles"] == 0
+
+
+async def test_preamble_and_history_are_eacces_to_writers(sample: Sample) -> None:
+    ops = sample.ops
+    before = read_only_trees(sample)
+    own_before = digest(sample.own)
+    project = await walk(ops, CLAUDE_SLUG)
+    preamble = await ops.lookup(project.st_ino, b"PREAMBLE.md", CTX)
+    history = await ops.lookup(project.st_ino, b".history", CTX)
+    kept = await walk(ops, f"{CLAUDE_SLUG}/{WORK_A_HISTORY}")
+    kept_folder = await walk(ops, f"{CLAUDE_SLUG}/.history/a.md")
+    for ino in (preamble.st_ino, kept.st_ino):
+        for flags in (os.O_WRONLY, os.O_RDWR, os.O_WRONLY | os.O_TRUNC):
+            assert await fuse_errno(ops.open(ino, flags, CTX)) == errno.EACCES
+    for parent, name in [
+        (project.st_ino, b"PREAMBLE.md"),
+        (history.st_ino, b"x.md"),
+        (kept_folder.st_ino, b"work@20260101T000000Z.md"),
+        (ROOT_INODE, b"-home-a-new"),  # the root holds projects only
+    ]:
+        create = ops.create(parent, name, 0o100644, os.O_WRONLY, CTX)
+        assert await fuse_errno(create) == errno.EACCES, name
+    assert ops.status()["open_handles"] == 0
+    assert digest(sample.own) == own_before
+    assert read_only_trees(sample) == before
 
 
 # --- create, write, flush, release -------------------------------------------------------------
@@ -1269,3 +1343,282 @@ async def test_a_write_past_the_size_limit_is_efbig_and_the_stage_never_commits(
     await ok(ops, ops.release(fh))
     assert notes.read_bytes() == NOTES.encode()
     assert stage_leftovers(sample.home.home) == []
+
+
+async def test_create_lands_in_the_own_folder_as_a_real_file(sample: Sample) -> None:
+    ops = sample.ops
+    before = read_only_trees(sample)
+    project = await walk(ops, CLAUDE_SLUG)
+    info, attrs = await ops.create(
+        project.st_ino, b"new.md", stat.S_IFREG | 0o666, os.O_WRONLY | os.O_CREAT, CTX
+    )
+    target = sample.own / "new.md"
+    assert stat.S_ISREG(attrs.st_mode)
+    assert attrs.st_size == 0
+    assert ops.inodes._lookups[attrs.st_ino] == 1
+    # The name answers through the mount at once.
+    assert (await ops.lookup(project.st_ino, b"new.md", CTX)).st_ino == attrs.st_ino
+    assert await ops.write(info.fh, 0, b"hello ") == 6
+    assert await ops.write(info.fh, 6, b"world\n") == 6
+    assert (await ops.getattr(attrs.st_ino, CTX)).st_size == 12  # a writer sees its bytes
+    # Readers on disk see no file or a whole one, never a part.
+    assert not target.exists() or target.read_bytes() in (b"", b"hello world\n")
+    await ops.flush(info.fh)
+    assert stat.S_ISREG(target.lstat().st_mode)
+    assert stat.S_IMODE(target.lstat().st_mode) == 0o644  # 0o666 under the umask 022
+    assert target.read_bytes() == b"hello world\n"
+    await ops.release(info.fh)
+    assert target.read_bytes() == b"hello world\n"
+    assert stage_leftovers(sample.home.home) == []
+    found = await ops.lookup(project.st_ino, b"new.md", CTX)
+    assert found.st_ino == attrs.st_ino
+    assert found.st_size == 12
+    assert found.st_mtime_ns == target.stat().st_mtime_ns
+    assert await cat(ops, found.st_ino) == b"hello world\n"
+    assert read_only_trees(sample) == before
+
+
+@pytest.mark.usefixtures("readdir_reply")
+async def test_a_created_file_is_listed_and_a_bare_create_lands_at_release(
+    sample: Sample,
+) -> None:
+    # `touch new.md`: create, then release with nothing written.
+    ops = sample.ops
+    project = await walk(ops, CLAUDE_SLUG)
+    info, attrs = await ops.create(project.st_ino, b"touched.md", 0o100644, os.O_WRONLY, CTX)
+    assert "touched.md" in await listing(ops, project.st_ino)
+    assert (await ops.getattr(attrs.st_ino, CTX)).st_size == 0
+    await ops.flush(info.fh)
+    await ops.release(info.fh)
+    assert (sample.own / "touched.md").read_bytes() == b""
+    assert "touched.md" in await listing(ops, project.st_ino)
+    assert (await ops.lookup(project.st_ino, b"touched.md", CTX)).st_ino == attrs.st_ino
+    assert stage_leftovers(sample.home.home) == []
+    assert ops.status()["open_handles"] == 0
+
+
+async def test_a_failed_commit_is_returned_by_flush_and_leaves_nothing_behind(
+    sample: Sample,
+) -> None:
+    ops = sample.ops
+    project = await walk(ops, CLAUDE_SLUG)
+    await ops.lookup(project.st_ino, b"a.md", CTX)  # the project is loaded now
+    info, _ = await ops.create(project.st_ino, b"x.md", 0o100644, os.O_WRONLY, CTX)
+    assert await ops.write(info.fh, 0, b"x\n") == 2
+    # A folder made directly in the own source, not yet reported by the watcher, is in the
+    # way of the rename: close() must report it (§7.1).
+    (sample.own / "x.md").mkdir()
+    assert await fuse_errno(ops.flush(info.fh)) == errno.EISDIR
+    await ops.release(info.fh)
+    assert (sample.own / "x.md").is_dir()
+    assert list((sample.own / "x.md").iterdir()) == []
+    assert stage_leftovers(sample.home.home) == []
+    assert ops.status()["open_handles"] == 0
+
+
+@pytest.mark.usefixtures("readdir_reply")
+async def test_create_in_a_folder_only_a_read_only_source_has(sample: Sample) -> None:
+    ops = sample.ops
+    before = read_only_trees(sample)
+    sub = await walk(ops, f"{CLAUDE_SLUG}/sub")
+    info, _ = await ops.create(sub.st_ino, b"e.md", 0o100644, os.O_WRONLY, CTX)
+    assert await ops.write(info.fh, 0, b"e\n") == 2
+    await ops.flush(info.fh)
+    await ops.release(info.fh)
+    assert (sample.own / "sub" / "e.md").read_bytes() == b"e\n"
+    assert await listing(ops, sub.st_ino) == ["c.md", "e.md"]
+    assert read_only_trees(sample) == before
+
+
+@pytest.mark.usefixtures("readdir_reply")
+async def test_create_in_a_project_the_own_source_lacks_makes_its_folder(
+    sample: Sample,
+) -> None:
+    ops = sample.ops
+    before = read_only_trees(sample)
+    own_folder = sample.home.account(".claude") / "projects" / PI_ONLY_SLUG / "memory"
+    assert not own_folder.exists()
+    project = await walk(ops, PI_ONLY_SLUG)
+    info, _ = await ops.create(project.st_ino, b"q.md", 0o100644, os.O_WRONLY, CTX)
+    assert await ops.write(info.fh, 0, b"q\n") == 2
+    await ops.flush(info.fh)
+    await ops.release(info.fh)
+    # Named by the canonical slug, not by pi's spelling.
+    assert (own_folder / "q.md").read_bytes() == b"q\n"
+    assert await listing(ops, project.st_ino) == ["PREAMBLE.md", "p.md", "q.md"]
+    assert read_only_trees(sample) == before
+
+
+async def test_a_bare_truncation_is_committed_at_release_and_an_idle_writer_changes_nothing(
+    sample: Sample, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The shell's own descriptor stays open across the flush of its dup.
+    monkeypatch.setattr(procs, "holds", lambda pid, path: True)
+    ops = sample.ops
+    before = read_only_trees(sample)
+    a = await walk(ops, f"{CLAUDE_SLUG}/a.md")
+    b = await walk(ops, f"{CLAUDE_SLUG}/b.md")
+    # Opened for writing, nothing written: release changes nothing anywhere.
+    info = await ops.open(b.st_ino, os.O_RDWR, CTX)
+    await ops.flush(info.fh)
+    await ops.release(info.fh)
+    assert not (sample.own / "b.md").exists()
+    # `: > a.md`: the shell flushes a dup before anything is written; readers keep the old
+    # whole file until the release commits the empty one.
+    info = await ops.open(a.st_ino, os.O_WRONLY | os.O_TRUNC, CTX)
+    await ops.flush(info.fh)
+    assert (sample.own / "a.md").read_bytes() == OWN_A.encode()
+    await ops.release(info.fh)
+    assert (sample.own / "a.md").read_bytes() == b""
+    assert (await ops.getattr(a.st_ino, CTX)).st_size == 0
+    assert stage_leftovers(sample.home.home) == []
+    assert ops.status()["open_handles"] == 0
+    assert read_only_trees(sample) == before
+
+
+async def test_a_bare_truncation_commits_when_its_last_descriptor_closes(
+    sample: Sample, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `: > a.md` then `cat a.md`: close() must not return before the truncation lands.
+    monkeypatch.setattr(procs, "holds", lambda pid, path: False)
+    ops = sample.ops
+    a = await walk(ops, f"{CLAUDE_SLUG}/a.md")
+    info = await ops.open(a.st_ino, os.O_WRONLY | os.O_TRUNC, CTX)
+    await ops.flush(info.fh)
+    assert (sample.own / "a.md").read_bytes() == b""
+    await ops.release(info.fh)
+    assert stage_leftovers(sample.home.home) == []
+
+
+async def test_a_writer_killed_by_a_signal_commits_nothing(
+    sample: Sample, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ops = sample.ops
+    a = await walk(ops, f"{CLAUDE_SLUG}/a.md")
+    info = await ops.open(a.st_ino, os.O_WRONLY | os.O_TRUNC, CTX)
+    assert await ops.write(info.fh, 0, b"half a line") == 11
+    monkeypatch.setattr(procs, "killed_by_signal", lambda pid: True)
+    await ops.flush(info.fh)
+    await ops.release(info.fh)
+    assert (sample.own / "a.md").read_bytes() == OWN_A.encode()
+    assert stage_leftovers(sample.home.home) == []
+
+
+async def test_open_for_write_with_trunc_replaces_the_own_version(sample: Sample) -> None:
+    ops = sample.ops
+    before = read_only_trees(sample)
+    a = await walk(ops, f"{CLAUDE_SLUG}/a.md")
+    await write_through(ops, a.st_ino, b"rewritten\n", os.O_WRONLY | os.O_TRUNC)
+    assert (sample.own / "a.md").read_bytes() == b"rewritten\n"
+    attrs = await ops.getattr(a.st_ino, CTX)
+    assert attrs.st_size == len(b"rewritten\n")
+    assert attrs.st_mtime_ns == (sample.own / "a.md").stat().st_mtime_ns
+    assert await cat(ops, a.st_ino) == b"rewritten\n"
+    assert stage_leftovers(sample.home.home) == []
+    assert read_only_trees(sample) == before
+
+
+async def test_writing_a_read_only_head_copies_it_up_to_the_own_source(sample: Sample) -> None:
+    ops = sample.ops
+    before = read_only_trees(sample)
+    b = await walk(ops, f"{CLAUDE_SLUG}/b.md")
+    await write_through(ops, b.st_ino, b"own b\n", os.O_WRONLY | os.O_TRUNC)
+    assert (sample.own / "b.md").read_bytes() == b"own b\n"
+    assert await cat(ops, b.st_ino) == b"own b\n"
+    # The work version is untouched, and shown as history now that the own one is head.
+    kept = f"{CLAUDE_SLUG}/.history/b.md/work@{history_stamp(at(15))}.md"
+    assert await cat(ops, (await walk(ops, kept)).st_ino) == B_BODY.encode()
+    # Without O_TRUNC a stage starts as a copy of the head (pi's d.md here).
+    d = await walk(ops, f"{CLAUDE_SLUG}/d.md")
+    await write_through(ops, d.st_ino, b"D", os.O_RDWR)
+    assert (sample.own / "d.md").read_bytes() == b"D from pi\n"
+    assert read_only_trees(sample) == before
+
+
+async def test_editing_memory_md_starts_from_the_union(sample: Sample) -> None:
+    ops = sample.ops
+    before = read_only_trees(sample)
+    memory = await walk(ops, f"{CLAUDE_SLUG}/MEMORY.md")
+    info = await ops.open(memory.st_ino, os.O_RDWR, CTX)
+    assert await ops.read(info.fh, 0, 4096) == UNION.encode()
+    line = b"- [C](sub/c.md)\n"
+    assert await ops.write(info.fh, len(UNION), line) == len(line)
+    await ops.flush(info.fh)
+    await ops.release(info.fh)
+    assert (sample.own / "MEMORY.md").read_bytes() == UNION.encode() + line
+    assert await cat(ops, memory.st_ino) == UNION.encode() + line
+    assert read_only_trees(sample) == before
+
+
+async def test_a_handoff_write_keeps_the_replaced_version(sample: Sample) -> None:
+    ops = sample.ops
+    name = "handoff-agent_x_20260101.md"
+    write(sample.own / name, "first\n", at(70))
+    project = await walk(ops, CLAUDE_SLUG)
+    handoff = await ops.lookup(project.st_ino, name.encode(), CTX)
+    await write_through(ops, handoff.st_ino, b"second\n", os.O_WRONLY | os.O_TRUNC)
+    assert (sample.own / name).read_bytes() == b"second\n"
+    kept = sample.own / ".history" / name / f"claude@{history_stamp(at(70))}.md"
+    assert kept.read_bytes() == b"first\n"
+    shown = await walk(ops, f"{CLAUDE_SLUG}/.history/{name}/{kept.name}")
+    assert await cat(ops, shown.st_ino) == b"first\n"
+
+
+async def test_opening_for_write_stages_nothing_until_the_first_write(sample: Sample) -> None:
+    # An editor opening read-write, or `touch` of an existing file, copies no head and
+    # leaves no temp file; the first write stages a copy of the head.
+    ops = sample.ops
+    a = await walk(ops, f"{CLAUDE_SLUG}/a.md")
+    info = await ops.open(a.st_ino, os.O_RDWR, CTX)
+    assert stage_leftovers(sample.home.home) == []
+    assert await ops.read(info.fh, 0, 100) == OWN_A.encode()
+    assert await ops.write(info.fh, len(OWN_A), b"more\n") == 5
+    assert len(stage_leftovers(sample.home.home)) == 1
+    await ops.flush(info.fh)
+    await ops.release(info.fh)
+    assert (sample.own / "a.md").read_bytes() == OWN_A.encode() + b"more\n"
+    assert stage_leftovers(sample.home.home) == []
+
+
+async def test_a_reader_opening_a_file_being_written_commits_no_part(sample: Sample) -> None:
+    # A regression found in review, failed before its fix; the bug as it was:
+    # open() of a pending (created, not yet flushed) name force-commits the writer's stage
+    # as it stands, so a reader's open puts a half-written file on disk and in the view
+    # (§7.1: readers, through the mount or on disk, never see a part).
+    ops = sample.ops
+    project = await walk(ops, CLAUDE_SLUG)
+    info, attrs = await ops.create(project.st_ino, b"new.md", 0o100644, os.O_WRONLY, CTX)
+    assert await ops.write(info.fh, 0, b"first half, ") == 12
+    target = sample.own / "new.md"
+    # Another process's reader (the writer's own reads back its bytes).
+    reader = await ops.open(attrs.st_ino, os.O_RDONLY, FakeContext(pid=1))
+    seen = await ops.read(reader.fh, 0, 4096)
+    await ops.release(reader.fh)
+    on_disk = target.read_bytes() if target.exists() else b""
+    assert await ops.write(info.fh, 12, b"second half\n") == 12
+    await ops.flush(info.fh)
+    await ops.release(info.fh)
+    assert target.read_bytes() == b"first half, second half\n"
+    assert on_disk == b""
+    assert seen == b""
+
+
+async def test_a_name_memfs_uses_for_temp_files_is_refused_or_kept(sample: Sample) -> None:
+    # A regression found in review, failed before its fix; the bug as it was:
+    # sources.scan() and the next mount's recovery treat '.memfs-stage.*' as memfs's own
+    # temp files, but create() accepts the name: the file is served until the next rescan,
+    # then vanishes from the view, and the next mount deletes it from the own source.
+    ops = sample.ops
+    project = await walk(ops, CLAUDE_SLUG)
+    name = f"{STAGE_PREFIX}notes.md"
+    try:
+        info, _ = await ops.create(project.st_ino, name.encode(), 0o100644, os.O_WRONLY, CTX)
+    except pyfuse3.FUSEError:
+        assert not (sample.own / name).exists()
+        return
+    await ops.write(info.fh, 0, b"keep me\n")
+    await ops.flush(info.fh)
+    await ops.release(info.fh)
+    assert (sample.own / name).read_bytes() == b"keep me\n"
+    rescan(ops)
+    assert (await ops.lookup(project.st_ino, name.encode(), CTX)).st_size == 8

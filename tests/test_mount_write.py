@@ -10,6 +10,9 @@ end (the ``rw`` fixture): memfs writes only in the own source.
 Processes that must act in a given order are driven through pipes (a writer waits for a
 byte from the test before each step and answers one when it is done); nothing sleeps a
 fixed time.
+
+A docstring that says "Today" describes the bug its test was written for, as it was the
+day it was found; each of those tests failed before its fix.
 """
 
 from __future__ import annotations
@@ -468,6 +471,27 @@ def test_every_client_commits_an_atomic_replace(sandbox: Sandbox, rw: Writes) ->
     assert mount.status()["commits"] >= len(seen)
 
 
+def test_a_bare_truncation_is_seen_right_after_close(sandbox: Sandbox, rw: Writes) -> None:
+    """§7.1: a read after close() returns sees the new file, here the empty one.
+
+    Today `: > file` (O_TRUNC, nothing written) commits only at RELEASE (fs.py `release`,
+    `Handle.unsaved`), which the kernel sends after close() has returned: a read right after
+    still finds the old bytes on disk. Twenty tries.
+    """
+    build(sandbox)
+    rw.mount()
+    target, disk = rw.mnt("notes.md"), rw.own("notes.md")
+    late = []
+    for n in range(20):
+        sh(sandbox, 'printf "%s\\n" "$2" > "$1"', target, f"version {n}")
+        assert read(disk) == f"version {n}\n".encode()
+        sh(sandbox, ': > "$1"', target)
+        on_disk, through_mount = read(disk), read(target)
+        if on_disk or through_mount:
+            late.append(f"try {n}: disk {on_disk!r}, mount {through_mount!r}")
+    assert late == [], "the emptied file was not there after close():\n" + "\n".join(late[:5])
+
+
 # --- §5.2, §7.1: copy-up of a head that only a read-only source has ------------------
 
 
@@ -579,6 +603,33 @@ def test_handoff_keeps_the_last_versions_it_replaced(sandbox: Sandbox, rw: Write
     # A file that is no handoff keeps no history.
     sh(sandbox, 'echo one > "$1"; echo two > "$1"', mnt("plain.md"))
     assert not rw.own(".history", "plain.md").exists()
+
+
+def test_handoff_versions_replaced_within_one_second_keep_the_newest(
+    sandbox: Sandbox, rw: Writes
+) -> None:
+    """§7.2: the last N versions replaced are kept.
+
+    Kept names are `<own>@<stamp of the replaced version's mtime>.md`, with `~2`, `~3`...
+    for versions of one second. staging.keep_version takes the first free number, so once
+    pruning freed `@<stamp>.md`, the next version kept gets that name, sorts as the oldest
+    (`_kept_order`) and is pruned at once: the newest replaced version is lost.
+    """
+    build(sandbox)
+    sandbox.write_config(limits={"handoff_versions": 3})
+    rw.mount()
+    target = rw.mnt(HANDOFF)
+    clients = [PLAIN_WRITE, CLAUDE_WRITE, MKSTEMP_WRITE]
+    for n in range(1, 7):
+        py_write(sandbox, clients[n % 3], target, body_of(f"v{n}", 3000))
+        # All versions in one second, as when an agent rewrites its handoff in a loop.
+        sandbox.out("touch", "-d", "@1767225600", target)
+    wait_until(lambda: stages(rw.own_root) == [], SOON, "no stage left")
+    kept_dir = rw.own(".history", HANDOFF)
+    kept = sorted(os.listdir(kept_dir))
+    tags = sorted(verify(read(kept_dir / k)) for k in kept)
+    assert verify(read(target)) == "v6"
+    assert tags == ["v3", "v4", "v5"], kept
 
 
 # --- §7.1: a slow writer never shows a part ----------------------------------------
@@ -701,6 +752,20 @@ def test_slow_writer_leaves_the_old_whole_file_on_disk_until_close(
     """On disk only: readers through the mount see the writer's part (a known bug)."""
     bad = slow_write(sandbox, rw, through_mount=False)
     assert bad == [], "a reader on disk saw a part:\n" + "\n".join(bad[:8])
+
+
+def test_readers_through_the_mount_never_see_a_slow_writers_part(
+    sandbox: Sandbox, rw: Writes
+) -> None:
+    """§7.1: readers through the mount see the old or the new whole file, never a part.
+
+    Today a fresh open through the mount reads the writer's bytes so far, and stat shows
+    their size: the writer's pages land in the inode's page cache (shared by every opener),
+    the kernel grows (and at an O_TRUNC open zeroes) the inode's size, and getattr answers
+    the stage's size to everyone (fs.py `getattr`, `_stage_of_inode`).
+    """
+    bad = slow_write(sandbox, rw, through_mount=True)
+    assert bad == [], "readers through the mount saw a part:\n" + "\n".join(bad[:6])
 
 
 # --- §7.5: memfs killed mid-burst --------------------------------------------------
@@ -885,6 +950,51 @@ def test_memfs_killed_during_100_handoff_writes(sandbox: Sandbox, rw: Writes) ->
     print(f"\n{done} writes done, {len(left)} temp files swept, {kept} kept versions whole")
 
 
+def test_sigkill_during_a_write_burst_leaves_a_dead_mount_not_a_hung_one(
+    sandbox: Sandbox, rw: Writes
+) -> None:
+    """§7.5, §9: memfs killed mid-write leaves ENOTCONN, and the next mount clears it.
+
+    Today the killed daemon often cannot exit: a worker thread is blocked in the kernel in
+    `pyfuse3.invalidate_entry` (fuse_reverse_inval_entry waits for the folder's inode lock,
+    held by a writer's open(O_CREAT|O_TRUNC) waiting for an answer the dead main thread will
+    never send). /dev/fuse stays open, so the connection is never aborted: every process that
+    touches the mount hangs, and `memfs mount` hangs in its stale check (statvfs). Only an
+    abort through fusectl frees it. Up to five bursts are tried.
+    """
+    build(sandbox)
+    sandbox.write_config(limits={"handoff_versions": 5})
+    rw.freeze()
+    mnt_path = str(sandbox.mountpoint)
+    stuck: list[str] = []
+    for _ in range(5):
+        mount = rw.mounts()
+        procs = start_burst(rw)
+        try:
+            wait_until(lambda m=mount: m.status()["commits"] >= 150, 30, "150 commits")
+            stuck = sigkill(mount)
+            if stuck:
+                # What `memfs mount` would do first (its stale check): does statvfs answer?
+                probe = subprocess.Popen(
+                    [sys.executable, "-c", "import os, sys; os.statvfs(sys.argv[1])", mnt_path],
+                    stderr=subprocess.DEVNULL,
+                )
+                try:
+                    probe.wait(2.0)
+                    stuck.append(f"statvfs of the mountpoint returned {probe.returncode}")
+                except subprocess.TimeoutExpired:
+                    stuck.append("statvfs of the mountpoint (memfs mount's stale check) hangs")
+                    probe.kill()
+                    probe.wait(STEP)
+                abort_mount(mount.mountpoint)  # so the test can go on and report
+                mount.wait_exit()
+                break
+            assert errno_of(os.statvfs, sandbox.mountpoint) == errno.ENOTCONN
+        finally:
+            finish_burst(procs)
+    assert stuck == [], "memfs survived SIGKILL, its mount hung:\n" + "\n".join(stuck)
+
+
 # --- §7.2: eight writers of one handoff at once ------------------------------------
 
 SAME_HANDOFF_WRITER = """
@@ -961,6 +1071,18 @@ def test_eight_writers_of_one_handoff_over_an_old_one(sandbox: Sandbox, rw: Writ
     assert kept == sorted({f"writer{n}" for n in range(8)} - {head} | {"original"})
 
 
+def test_eight_writers_of_a_new_handoff_keep_seven_versions(sandbox: Sandbox, rw: Writes) -> None:
+    """§7.2 with a handoff name that did not exist yet.
+
+    Today none of the 7 replaced versions is kept: the first writer's create makes the name
+    pending, the others open the pending name (fs.py `_open_pending`), and neither a created
+    handle nor a pending-open handle has ``keeps_history`` set (fs.py `create`,
+    `_open_pending`), so each commit replaces the last without keeping it.
+    """
+    head, kept = eight_writers(sandbox, rw, existing=False)
+    assert kept == sorted({f"writer{n}" for n in range(8)} - {head})
+
+
 # --- a writer killed mid-write --------------------------------------------------------
 
 HALF_WRITER = """
@@ -1009,6 +1131,18 @@ def test_writer_killed_mid_write_leaves_no_stage_and_no_mix(sandbox: Sandbox, rw
     assert seen["disk mid-write"] == seen["old"]
     assert seen["disk after"] in (seen["old"], HALF), seen["disk after"][:40]
     assert seen["mount after"] == seen["disk after"]
+
+
+def test_writer_killed_mid_write_commits_nothing(sandbox: Sandbox, rw: Writes) -> None:
+    """A writer SIGKILLed mid-write: the target stays the old whole file.
+
+    Today the kernel closes the dead writer's descriptor, which sends FLUSH, and memfs
+    commits whatever was staged (fs.py `flush` -> `_commit`): the part becomes the file.
+    """
+    seen = kill_writer_mid_write(sandbox, rw)
+    assert seen["disk after"] == seen["old"], f"committed: {seen['disk after'][:40]!r}..."
+    assert seen["mount after"] == seen["old"]
+    assert seen["mount mid-write"] == seen["old"]
 
 
 # --- §7.3: rename ------------------------------------------------------------------
@@ -1234,6 +1368,22 @@ def test_chmod_touch_truncate_land_in_the_own_source(sandbox: Sandbox, rw: Write
     # chown is not memfs's to do.
     assert child_errno(sandbox, "os.chown(args[0], 1234, 1234)", mnt("notes.md")) == "EPERM"
     assert stages(rw.own_root) == []
+
+
+def test_folder_mode_and_mtime_show_through_the_mount(sandbox: Sandbox, rw: Writes) -> None:
+    """§7.3: chmod and utimens work on the own source's folders, and show.
+
+    Today the change lands on disk, but the mount shows every folder as 0755 with the
+    mount's start time (fs.py `_attrs` -> `_dir_attrs(ino, self._dir_mode(), started_ns)`).
+    """
+    build(sandbox)
+    rw.mount()
+    sandbox.out("chmod", "700", rw.mnt("sub"))
+    sandbox.out("touch", "-d", "@1700000000", rw.mnt("sub"))
+    assert stat.S_IMODE(os.stat(rw.own("sub")).st_mode) == 0o700
+    assert os.stat(rw.own("sub")).st_mtime_ns == 1_700_000_000 * 10**9
+    st = os.stat(rw.mnt("sub"))
+    assert (stat.S_IMODE(st.st_mode), st.st_mtime_ns) == (0o700, 1_700_000_000 * 10**9)
 
 
 # --- §7.3, §7.4: refusals ---------------------------------------------------------

@@ -3,7 +3,7 @@
 No mount here: the sealing, the not-empty refusal and the commands it names are checked on
 tmp folders, and each named command is run with ``sh`` to show it moves everything where
 memfs will serve it, losing nothing. The mount-level versions, as a normal user, are in
-test_mount_service.py. Permission bits are checked as bits: root ignores them, so whether a
+test_mount_mountpoint.py. Permission bits are checked as bits: root ignores them, so whether a
 write is refused is only tested there.
 """
 

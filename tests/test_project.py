@@ -301,6 +301,35 @@ def test_whiteout_hides_a_read_only_empty_folder(fh: FakeHome) -> None:
     assert project.tree.is_dir("old")
 
 
+def test_memory_union_does_not_depend_on_change_order(fh: FakeHome) -> None:
+    # A regression found in review, failed before its fix; the bug as it was:
+    # §5.3 and §6 ("the same sources give byte-identical output"): two other MEMORY.md
+    # versions with the same mtime are ordered by dict insertion order in _show_head, so
+    # the union's lines come out in the order the files were scanned or changed.
+    write(fh.memory(".claude") / "MEMORY.md", "- [a](a.md)\n", at(1))
+    work = write(fh.memory(".claude-work") / "MEMORY.md", "- [w](w.md)\n", at(5))
+    pi = write(fh.pi() / "MEMORY.md", "- [p](p.md)\n", at(5))
+    one = load_project(fh.config())  # work (origin 1) scanned before pi (origin 2)
+    two = load_project(fh.config())
+    two.drop_version(1, "MEMORY.md")
+    two.set_version(1, FileStat("MEMORY.md", work.stat().st_size, at(5)))  # work again, last
+    two._check()
+    assert pi.exists()
+    assert one.memory_index() == two.memory_index()
+
+
+def test_files_below_a_source_folder_named_preamble_stay_visible(fh: FakeHome) -> None:
+    # A regression found in review, failed before its fix; the bug as it was:
+    # §4/5.2: every version is the head or under .history/. A source folder at the
+    # root named PREAMBLE.md is hidden (_hidden), and a file in it is eligible as a head,
+    # but tree.add("PREAMBLE.md/x.md") fails under the synthetic PREAMBLE.md leaf: the
+    # version is shown nowhere, not even under .history/.
+    write(fh.memory(".claude") / "PREAMBLE.md" / "x.md", "x", at(1))
+    project = load_project(fh.config())
+    shown = [path for path, leaf in project.tree.leaves() if leaf.kind is not Kind.PREAMBLE]
+    assert any("x.md" in path for path in shown), shown
+
+
 # --- incremental changes match a fresh load ------------------------------------------------
 
 
@@ -352,6 +381,29 @@ def test_single_changes_match_a_fresh_load(fh: FakeHome) -> None:
     project.set_dir(1, "sub", present=False)
     project._check()
     assert view(project) == view(load_project(fh.config()))
+
+
+def test_a_kept_copy_with_the_computed_history_name_outlives_the_original(
+    fh: FakeHome,
+) -> None:
+    # A regression found in review, failed before its fix; the bug as it was:
+    # Adopt (§11) keeps another source's body in the own source under exactly the
+    # name memfs computes for that version's history entry. Both claimed one view entry,
+    # and when the other source's file went, the entry went too, though the own copy
+    # was still on disk.
+    write(fh.memory(".claude") / "a.md", "own head", at(5))
+    write(fh.memory(".claude-work") / "a.md", "old body", at(1))
+    project = load_project(fh.config())
+    (name,) = [p for p, _ in project.tree.leaves() if p.startswith(".history/a.md/")]
+    write(fh.memory(".claude") / name, "old body", at(1))
+    project.rescan(0)
+    project._check()
+    project.drop_version(1, "a.md")
+    project._check()
+    leaf = project.tree.leaf(name)
+    assert leaf is not None
+    assert leaf.version is not None
+    assert project.documents.read(leaf.version) == b"old body"
 
 
 # --- order independence: a property ----------------------------------------------------------
@@ -608,6 +660,40 @@ def test_preamble_is_cached_until_the_project_changes(fh: FakeHome) -> None:
     project.rescan(0)
     project._check()
     assert b"second" in project.preamble(FILES_AT, at(102))
+
+
+def test_preamble_sees_a_future_memory_index_once_its_time_has_come(fh: FakeHome) -> None:
+    # A regression found in review, failed before its fix; the bug as it was:
+    # §6: a file dated after the open is left out, and comes in once its time has come.
+    # valid_until only looks at _by_mtime, which excludes MEMORY.md, so the preamble cached
+    # without the index is served until something else changes.
+    write(fh.memory(".claude") / "a.md", "a", at(1))
+    write(fh.memory(".claude") / "MEMORY.md", "- [a](a.md)\n", at(100))
+    project = load_project(fh.config())
+    assert b"## Index" not in project.preamble(FILES_AT, at(50))
+    assert b"## Index" in project.preamble(FILES_AT, at(200))
+
+
+def test_preamble_leaves_out_future_lines_of_other_memory_indexes(fh: FakeHome) -> None:
+    # A regression found in review, failed before its fix; the bug as it was:
+    # §6: "Files with an mtime later than the moment of the open are left out of the
+    # preamble." The union inlined as the index takes every other MEMORY.md, future or not.
+    write(fh.memory(".claude") / "MEMORY.md", "- [a](a.md)\n", at(1))
+    write(fh.memory(".claude-work") / "MEMORY.md", "- [later](later.md)\n", at(100))
+    project = load_project(fh.config())
+    text = project.preamble(FILES_AT, at(50))
+    assert b"- [a](a.md)" in text
+    assert b"later.md" not in text
+
+
+def test_preamble_cache_follows_files_at(fh: FakeHome) -> None:
+    # A regression found in review, failed before its fix; the bug as it was:
+    # Project.preamble caches per generation only; a call with another files_at (another
+    # mount path, or None for `memfs preamble`) gets text pointing at the first one.
+    write(fh.memory(".claude") / "a.md", "a", at(1))
+    project = load_project(fh.config())
+    project.preamble("/mnt/one/x", at(50))
+    assert b"/mnt/two/x" in project.preamble("/mnt/two/x", at(50))
 
 
 # --- sync tools' files and conflict copies (§5.1) ----------------------------------------

@@ -9,7 +9,6 @@ fake script on a private PATH.
 from __future__ import annotations
 
 import os
-import shutil
 import stat
 import subprocess
 import sys
@@ -50,16 +49,6 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.delenv("DBUS_SESSION_BUS_ADDRESS", raising=False)
     monkeypatch.delenv("NOTIFY_SOCKET", raising=False)
     return home
-
-
-@pytest.fixture
-def systemd_analyze() -> str:
-    program = shutil.which("systemd-analyze")
-    if program is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("systemd-analyze is missing in CI: .ci/run installs the systemd package")
-        pytest.skip("systemd-analyze is not installed here (apt-get install systemd)")
-    return program
 
 
 @pytest.fixture

@@ -79,6 +79,25 @@ def test_scan_never_follows_a_folder_symlink(memory: Path, tmp_path: Path) -> No
     assert result.dirs == []
 
 
+def test_scan_of_a_deep_tree_does_not_crash(tmp_path: Path) -> None:
+    # A regression found in review, failed before its fix; the bug as it was:
+    # §5.1: odd entries are left out, never fatal. _scan_dir/_scan_subdir recurse two
+    # frames per level, so ~500 nested folders raise RecursionError out of scan().
+    root = tmp_path / "root"
+    (root / "s").mkdir(parents=True)
+    fd = os.open(root / "s", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for _ in range(600):
+            os.mkdir("a", dir_fd=fd)
+            child = os.open("a", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = child
+    finally:
+        os.close(fd)
+    result = sources.scan(root, ("s",), 1000)
+    assert result.exists
+
+
 def test_scan_reports_stage_files_by_name(memory: Path) -> None:
     write(memory / "a.md", "a")
     write(memory / f"{STAGE_PREFIX}0123456789abcdef", "half-written")

@@ -462,6 +462,16 @@ def test_rename_noreplace(place: Place) -> None:
     assert (folder / "c.md").read_bytes() == b"a"
 
 
+def test_rename_noreplace_moves_a_folder(place: Place) -> None:
+    # A regression found in review, failed before its fix; the bug as it was:
+    # staging.rename(noreplace=True) uses link+unlink, and link(2) refuses directories
+    # (EPERM): `mv` of a folder with RENAME_NOREPLACE fails although the name is free.
+    folder = folder_of(place)
+    (folder / "sub").mkdir(parents=True)
+    staging.rename(place, "sub", place, "moved", noreplace=True)
+    assert (folder / "moved").is_dir()
+
+
 def test_rename_over_a_handoff_keeps_it(place: Place) -> None:
     folder = folder_of(place)
     write(folder / "handoff.md", "old handoff", at(3))
@@ -498,6 +508,16 @@ def test_set_attrs(place: Place) -> None:
     assert stat.S_IMODE(st.st_mode) == 0o600
     assert st.st_mtime_ns == at(2)
     assert target.read_bytes() == b"012"
+
+
+def test_set_attrs_size_and_times_in_one_call_keeps_the_times(place: Place) -> None:
+    # A regression found in review, failed before its fix; the bug as it was:
+    # set_attrs applies times before size; the ftruncate then stamps mtime with the
+    # current time, so a setattr asking for both gets the wrong mtime.
+    target = write(folder_of(place) / "a.md", "0123456789")
+    staging.set_attrs(place, "a.md", times_ns=(at(1), at(2)), size=3)
+    assert target.read_bytes() == b"012"
+    assert target.stat().st_mtime_ns == at(2)
 
 
 # --- containment: no symlink below the source root -------------------------------------
@@ -565,3 +585,20 @@ def test_a_commit_without_the_folder_fsync_still_lands_whole(tmp_path: Path) -> 
     landed = tmp_path / "p" / "x.md.tmp.1.0123456789ab"
     assert landed.read_bytes() == b"body"
     assert [p.name for p in (tmp_path / "p").iterdir()] == [landed.name]  # no temp left
+
+
+def test_set_attrs_mode_does_not_follow_a_symlink_out_of_the_source(
+    place: Place, tmp_path: Path
+) -> None:
+    # A regression found in review, failed before its fix; the bug as it was:
+    # §10: memfs writes only in the own source. set_attrs(mode=...) calls os.chmod
+    # with follow_symlinks=True, so a symlink planted in the own source (or a file swapped
+    # for one between lookup and setattr) lets chmod change a file anywhere.
+    outside = write(tmp_path / "outside.txt", "not memfs's")
+    os.chmod(outside, 0o644)
+    folder = folder_of(place)
+    folder.mkdir(parents=True)
+    (folder / "a.md").symlink_to(outside)
+    with pytest.raises(OSError):  # noqa: PT011 (any refusal will do)
+        staging.set_attrs(place, "a.md", mode=0o600)
+    assert stat.S_IMODE(outside.stat().st_mode) == 0o644

@@ -37,7 +37,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mounting import ENV_DROPPED, Mount, Sandbox, SourceDef, require_fuse, slug_of, wait_until
+from mounting import (
+    ENV_DROPPED,
+    Mount,
+    Sandbox,
+    SourceDef,
+    require_fuse,
+    slug_of,
+    unavailable,
+    wait_until,
+)
 
 from memfs.rules import names
 
@@ -81,10 +90,7 @@ def require_tools() -> None:
     missing = [tool for tool in ("syncthing", "ip") if shutil.which(tool) is None]
     if not missing:
         return
-    message = f"{', '.join(missing)} not installed (.ci/setup-tests installs them)"
-    if os.environ.get("CI") == "true":
-        pytest.fail(message)
-    pytest.skip(message)
+    unavailable(f"{', '.join(missing)} not installed (.ci/setup-tests installs them)")
 
 
 # --- the REST API over a Unix socket ----------------------------------------------------
@@ -328,10 +334,7 @@ def netns() -> Iterator[Namespace]:
     try:
         ns.ip("netns", "add", ns.name)
     except subprocess.CalledProcessError as exc:
-        message = f"cannot create a network namespace: {exc.stderr.decode().strip()}"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
+        unavailable(f"cannot create a network namespace: {exc.stderr.decode().strip()}")
     try:
         ns.ip("netns", "exec", ns.name, "ip", "link", "set", "lo", "up")
         yield ns

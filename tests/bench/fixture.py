@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from memfs.rules.slug import claude_slug
+from tests.mounting import sandbox_env  # the tests' sandbox: HOME and XDG_* under base
 
 # 2026-01-01T00:00:00Z: every fixture file is dated before it, so none is "in the future"
 # (the preamble leaves those out) on any machine whose clock is sane.
@@ -82,15 +83,6 @@ WORDS = (
     "benchmark",
 )
 
-ENV_FOLDERS = (
-    "XDG_CONFIG_HOME",
-    "XDG_STATE_HOME",
-    "XDG_CACHE_HOME",
-    "XDG_DATA_HOME",
-    "XDG_RUNTIME_DIR",
-)
-ENV_DROPPED = ("CLAUDE_CONFIG_DIR", "NOTIFY_SOCKET", "MEMFS_CONFIG")
-
 
 @dataclass
 class Fixture:
@@ -119,20 +111,6 @@ class Fixture:
 
     def source_path(self, account: int, slug: str, name: str) -> Path:
         return self.projects_dir(account) / slug / "memory" / name
-
-
-def sandbox_env(base: Path) -> dict[str, str]:
-    """The current environment with HOME and every XDG folder moved below ``base``."""
-    env = {k: v for k, v in os.environ.items() if k not in ENV_DROPPED}
-    home = base / "home"
-    home.mkdir(parents=True, exist_ok=True)
-    env["HOME"] = str(home)
-    for var in ENV_FOLDERS:
-        folder = base / "env" / var.lower()
-        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        env[var] = str(folder)
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    return env
 
 
 def _body(rng: random.Random, size: int, title: str) -> bytes:
