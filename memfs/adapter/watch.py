@@ -17,8 +17,8 @@ Threading contract:
 - The inotify binding (syscalls, decoding, which renames are memfs's own) is the disk
   layer's `memfs.disk.inotify`, which never waits; the waiting is here (`read_events`).
 - So that a worker's long Python loop does not hold up the request thread, which needs
-  the GIL at every request, `turns.Turns` sets a short GIL switch interval and rarer full
-  garbage collections, once for the process (see turns.py for the figures).
+  the GIL at every request, `turns.Turns` sets a short GIL switch interval once for the
+  process, and freezes each project just loaded out of full collections (see turns.py).
 
 Watched: each source's root (projects appearing or vanishing), every folder of every
 loaded project, and for a project folder whose memory folder does not exist yet, the
