@@ -6,9 +6,9 @@ Layer adapter (trio). A change goes one way: the handler decodes (fs.py), the vi
 publishes what the kernel must forget (`Publisher.plan_applied`). Nothing climbs back: the
 plan carries what the worker needs, and the worker returns plain results.
 
-A stage is a writer's temp file in the own source (staging.Stage, §7.1): made in a worker
-(it may make the own source's folders: the view records them, `_folders_made`), written on
-the trio thread (pwrite), committed by a plan. A stage is not thread-safe: while a worker
+A stage is a writer's temp file in the own source (staging.Stage, §7.1): made by a plan of
+its own (its worker call may make the own source's folders, which the view then records),
+written on the trio thread (pwrite), committed by a plan. A stage is not thread-safe: while a worker
 commits or moves it, its handle's other requests wait (`held`, `free`). Only the writer's
 own last close commits (`flush`): a forked child's close of the descriptor it inherited,
 or a dup's, commits nothing; the release commits what is left.
@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import logging
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Protocol
@@ -30,9 +29,9 @@ import trio
 from memfs.adapter import workers
 from memfs.adapter.inodes import Key
 from memfs.adapter.writing import OpenFile, OpenFiles
-from memfs.disk import procs, staging, state
+from memfs.disk import procs, staging, state, steps
 from memfs.disk.config import Config
-from memfs.rules.tree import ancestors, parent_of
+from memfs.rules.tree import parent_of
 from memfs.view import writes
 from memfs.view.catalog import Catalog
 from memfs.view.project import Kind, Leaf, Project
@@ -165,18 +164,14 @@ class Stages:
         )
 
     async def _make(self, f: OpenFile, make: MakeStage, place: staging.Place) -> None:
-        """Make ``f``'s stage in a worker (it may create the own source's folders)."""
-        f.stage = await workers.run(make, place, parent_of(f.key[1])[1])
+        """Make ``f``'s stage: a plan of its own, whose worker call may create the own
+        source's folders on the way (the view records them, `Planner.stage`)."""
+        project = await self._project(f.key[0])
+        step = steps.MakeStage(make, place, parent_of(f.key[1])[1])
+        await self.run(project, self.planner(project).stage(f.key[1], step))
+        assert step.made is not None  # it ran, or `run` raised its error
+        f.stage = step.made
         f.data = None  # reads now see the writer's own bytes
-        await self._folders_made(f.key)
-
-    async def _folders_made(self, key: Key) -> None:
-        """A stage made the own source's folders of ``key`` (mkdir -p): the view records
-        them, so they stay when the other sources' folders go (§7.3)."""
-        project = await self._project(key[0])
-        own, now = self.planner(project).own, time.monotonic_ns()
-        for folder in ancestors(key[1]):
-            project.observe_dir(own, folder, True, now)
 
     # --- holding a stage ------------------------------------------------------------
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -138,6 +138,21 @@ class Rename:
             keep=self.keep,
         )
         return self.keep.view_paths(kept) if self.keep is not None else []
+
+
+@dataclass
+class MakeStage:
+    """A writer's stage in its own folder (mkdir -p of the own source's folders on the way,
+    staging.open_dir): `made` holds it once the step ran."""
+
+    make: Callable[[staging.Place, str], staging.Stage]
+    place: staging.Place
+    name: str
+    made: staging.Stage | None = None
+
+    def run(self) -> list[str]:
+        self.made = self.make(self.place, self.name)
+        return []
 
 
 @dataclass

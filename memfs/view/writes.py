@@ -394,6 +394,15 @@ class Planner:
         plan.whiteouts = records
         plan.steps.append(state.SaveWhiteouts(self.config.state_dir, plan.slug, records))
 
+    def stage(self, path: str, step: steps.MakeStage) -> Plan:
+        """A writer's stage for ``path`` (``step`` makes it): the own source's folders on
+        its way are the view's from then on, so they stay when the other sources' folders
+        go (§7.3)."""
+        plan = self._plan()
+        plan.steps.append(step)
+        plan.dirs += [(self.own, folder, True) for folder in ancestors(path)]
+        return plan
+
     def mkdir(self, path: str, mode: int) -> Plan:
         project = self.project
         check_new_name(path, folder=True)
