@@ -108,7 +108,7 @@ def _parser() -> argparse.ArgumentParser:
     su = svs.add_parser("uninstall", help="remove the unit")
     su.add_argument("--now", action="store_true", help="also disable --now first")
 
-    a = cmd("adopt", "adopt an old account's memory into the own source (§11)")
+    a = cmd("adopt", "adopt an old account's memory into the own source (README: Adopting)")
     ads = a.add_subparsers(dest="action", metavar="ACTION", required=True)
     al = ads.add_parser("list", help="offer the other sources' folders of a project")
     al.add_argument("path", nargs="?", default=None)
