@@ -240,8 +240,8 @@ class MemFS(pyfuse3.Operations):
         f = OpenFile(inode, key, pid=ctx.pid, append=bool(flags & os.O_APPEND))
         if writing:
             f.writer, f.tgid = True, procs.tgid(ctx.pid)
-        if not writing and self.reads.own_stage(inode, ctx.pid) is not None:
-            return self.reads.open(f, project, leaf)
+        if not writing and (leaf is not None or self.reads.own_stage(inode, ctx.pid)):
+            return self.reads.open(f, project, leaf)  # it serves the writer's own stage too
         if leaf is None:
             if self.files.pending(key) is None:
                 raise _err(errno.EISDIR if project.tree.is_dir(path) else errno.ENOENT)
@@ -251,8 +251,6 @@ class MemFS(pyfuse3.Operations):
                 f.unsaved = f.keeps_history = True
                 await self.stages.empty(f, staging.FILE_MODE, self._writable(key))
             return pyfuse3.FileInfo(fh=self.files.add(f), direct_io=True)
-        if not writing:
-            return self.reads.open(f, project, leaf)
         if not flags & os.O_TRUNC:
             return await self._open_for_write(f, project, leaf, flags)
         await self.kernel.truncating(inode, TRUNCATE_PATIENCE)
