@@ -19,6 +19,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -469,6 +470,40 @@ async def test_a_file_renamed_while_open_commits_under_its_new_name(
     assert not notes.exists()
     assert await missing(ops, "notes.md")
     assert await body(ops, "moved.md") == NOTES.encode() + b"more\n"
+
+
+async def test_a_rename_onto_an_open_writer_and_its_release_at_once(
+    sample: Sample, notes: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The soak's one EBADF: a rename onto a name whose writer is dropping its stage (its
+    # last close) while the rename forgets that stage's temp file, in two worker threads.
+    # The release must wait for the forget, or it closes the folder's descriptor under it.
+    ops = sample.ops
+    forgetting, go = threading.Event(), threading.Event()
+    unlink = os.unlink
+
+    def slow_unlink(*args: Any, **kwargs: Any) -> None:
+        # The forget is held between its look at the temp name and its unlink.
+        if sys._getframe(1).f_code.co_name == "forget_temp" and not forgetting.is_set():
+            forgetting.set()
+            go.wait(10)
+        unlink(*args, **kwargs)
+
+    monkeypatch.setattr(staging.os, "unlink", slow_unlink)
+    fh = await open_for_write(ops, "notes.md")
+    assert await ok(ops, ops.write(fh, 0, b"unsaved\n")) == 8
+    temp, _ = await create(ops, "notes.md.tmp.1.0123456789ab")
+    assert await ok(ops, ops.write(temp, 0, b"renamed in\n")) == 11
+    await close(ops, temp)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(rename, ops, "notes.md.tmp.1.0123456789ab", "notes.md")
+        assert await trio.to_thread.run_sync(forgetting.wait, 10)
+        nursery.start_soon(ok, ops, ops.release(fh))
+        await trio.sleep(0.2)  # the release runs as far as it may
+        go.set()
+    assert notes.read_bytes() == b"renamed in\n"  # the replaced writer never commits
+    assert await body(ops, "notes.md") == b"renamed in\n"
+    assert stage_leftovers(sample.home.home) == []
 
 
 async def test_rename_refusals(sample: Sample, notes: Path) -> None:

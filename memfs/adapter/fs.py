@@ -354,7 +354,6 @@ class MemFS(pyfuse3.Operations):
             await self.stages.fsync(f)
 
     @_handler
-    @_handler
     async def release(self, fh: int) -> None:
         self.stats.release += 1
         f = self.files.get(fh)
@@ -438,12 +437,11 @@ class MemFS(pyfuse3.Operations):
         """``key`` was unlinked: what is open on it stays usable and never commits; the
         temp files of its stages go now (their descriptors keep the bytes), so that its
         folder can be removed before the kernel's late release."""
-        stages = [f.stage for f in self.files.gone(key) if f.stage is not None]
+        writers = self.files.gone(key)
         ino = self.inodes.detach(key)
         if ino is not None:
             self.kernel.inode(ino)  # its st_nlink is 0 now
-        for stage in stages:
-            await workers.run(stage.forget_temp)
+        await self.stages.forget(writers)
 
     @_handler
     async def mkdir(
@@ -510,9 +508,7 @@ class MemFS(pyfuse3.Operations):
         if src != dst:
             # What stood at ``dst`` is replaced: its writers' bytes never commit over the
             # file renamed in (as on a local disk, they write into the replaced inode).
-            replaced = [f.stage for f in self.files.gone(dst) if f.stage is not None]
-            for stage in replaced:
-                await workers.run(stage.forget_temp)
+            await self.stages.forget(self.files.gone(dst))
             self.inodes.move(src, dst, folder=folder)
             for f in self.files.moved(src, dst):
                 if f.stage is not None:  # it commits under its new name (rename(2) semantics)

@@ -195,6 +195,16 @@ class Stages:
             del self._busy[f]
             done.set()
 
+    async def forget(self, writers: list[OpenFile]) -> None:
+        """Their name was unlinked or replaced: their temp files go now (`Stage.forget_temp`),
+        each while its stage is held, so a release dropping it at the same time waits
+        (it would close the folder's descriptor under the unlink: EBADF)."""
+        for f in writers:
+            if f.stage is None:
+                continue
+            async with self.held(f):
+                await workers.run(f.stage.forget_temp)
+
     async def retarget(self, f: OpenFile, place: staging.Place) -> None:
         """``f``'s name was renamed: its stage commits under the new name (rename(2))."""
         assert f.stage is not None
@@ -268,12 +278,12 @@ class Stages:
                 log.warning("committing %s at release failed: %s", f.key, exc)
         # A handle released without a successful commit is dropped: the target stays as
         # it was (the temp file goes in a worker: unlinking is the disk's business).
-        await self.free(f)  # a rename may be moving it
-        if stage.temp:
-            await workers.run(stage.abort)
-            return True
-        stage.abort()
-        return False
+        async with self.held(f):  # a rename may be moving it, or an unlink forgetting it
+            if stage.temp:
+                await workers.run(stage.abort)
+                return True
+            stage.abort()
+            return False
 
     def killed(self, f: OpenFile) -> bool:
         """A writer killed mid-write (its files are closed for it) commits nothing."""
