@@ -1,4 +1,4 @@
-"""Tier 1: the MEMORY.md union (§5.3)."""
+"""Tier 1: the MEMORY.md union, and a save of it taken as a change of the own index (§5.3)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memfs.rules.index import link_target, union_index
+from memfs.rules.index import (
+    hidden_after,
+    link_target,
+    links_synthetic,
+    save_change,
+    union_index,
+    without_lines,
+)
 
 
 @pytest.mark.parametrize(
@@ -136,3 +143,233 @@ def test_union_loses_no_line_and_is_idempotent(head: str, others: list[str]) -> 
                 continue  # blank lines from others are never added, by design
             assert link_target(line) is not None or line.rstrip() in kept
     assert union_index(result, others) == result
+
+
+# --- a save of the view, taken as a change of the own index (§5.3) ---------------------
+
+OWN = "# Memory\n- [Notes](notes.md)\n- [Style](style.md)\n"
+WORK = "# Memory\n- [Deploys](deploys.md)\nwork fact\n"
+
+
+def union_of(own: str, others: list[str], hidden: frozenset[str] = frozenset()) -> str:
+    """The view as documents.py makes it: hidden lines out of every other version."""
+    return union_index(own, [without_lines(text, hidden) for text in others])
+
+
+def test_a_save_with_one_line_added_adds_that_line_alone() -> None:
+    read = union_of(OWN, [WORK])
+    saved = save_change(read, read + "- [Ops](ops.md)\n", OWN)
+    assert saved.own == OWN + "- [Ops](ops.md)\n"
+    assert saved.added == {"- [Ops](ops.md)"}
+    assert saved.removed == frozenset()
+
+
+def test_one_source_one_writer_lands_byte_for_byte() -> None:
+    for written in ["", "x", "a\n\n\nb  \r\n", "\n\nz\n", OWN + "\n\n"]:
+        assert save_change(OWN, written, OWN).own == written
+
+
+def test_removing_another_sources_line_hides_it_and_leaves_the_own_index() -> None:
+    read = union_of(OWN, [WORK])
+    written = read.replace("work fact\n", "")
+    saved = save_change(read, written, OWN)
+    assert saved.own == OWN
+    assert saved.removed == {"work fact"}
+    hidden = hidden_after(frozenset(), saved, [WORK])
+    assert hidden == {"work fact"}
+    assert union_of(saved.own, [WORK], hidden) == written
+    # The other source changes the line: a new text, shown again.
+    assert "work fact, revised" in union_of(saved.own, ["work fact, revised\n"], hidden)
+
+
+def test_removing_an_own_line_removes_it_from_the_own_index() -> None:
+    read = union_of(OWN, [WORK])
+    saved = save_change(read, read.replace("- [Style](style.md)\n", ""), OWN)
+    assert saved.own == "# Memory\n- [Notes](notes.md)\n"
+    assert hidden_after(frozenset(), saved, [WORK]) == frozenset()  # no other holds it
+
+
+def test_an_edited_link_line_lands_as_added() -> None:
+    read = union_of(OWN, [WORK])
+    written = read.replace("- [Deploys](deploys.md)", "- [Deploys](deploys.md) on Fridays")
+    saved = save_change(read, written, OWN)
+    assert saved.own == OWN + "- [Deploys](deploys.md) on Fridays\n"
+    hidden = hidden_after(frozenset(), saved, [WORK])
+    view = union_of(saved.own, [WORK], hidden)
+    assert "on Fridays" in view
+    assert view.count("](deploys.md)") == 1
+
+
+def test_adding_a_hidden_line_back_shows_it_again() -> None:
+    hidden = frozenset({"work fact"})
+    read = union_of(OWN, [WORK], hidden)
+    assert "work fact" not in read
+    saved = save_change(read, read + "work fact\n", OWN)
+    assert saved.own == OWN + "work fact\n"
+    assert hidden_after(hidden, saved, [WORK]) == frozenset()
+
+
+def test_a_hidden_line_no_other_source_holds_is_forgotten() -> None:
+    saved = save_change(OWN, OWN, OWN)
+    assert hidden_after({"gone", "work fact"}, saved, [WORK]) == {"work fact"}
+
+
+def test_lines_another_writer_added_since_the_read_are_kept() -> None:
+    read = union_of(OWN, [WORK])
+    first = save_change(read, read + "- [A](a.md)\n", OWN)  # one session saves
+    second = save_change(read, read + "- [B](b.md)\n", first.own)  # the other, after it
+    assert second.own == OWN + "- [B](b.md)\n- [A](a.md)\n"
+
+
+def test_a_line_removed_meanwhile_by_another_writer_stays_removed() -> None:
+    read = union_of(OWN, [WORK])
+    first = save_change(read, read.replace("- [Style](style.md)\n", ""), OWN)
+    second = save_change(read, read + "- [B](b.md)\n", first.own)
+    assert "style.md" not in second.own
+    assert second.own == "# Memory\n- [Notes](notes.md)\n- [B](b.md)\n"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "- [PREAMBLE](PREAMBLE.md)",
+        "- [Preamble](./PREAMBLE.md) — what memfs computed",
+        "* [p](<PREAMBLE-4096.md>)",
+        '- [p](PREAMBLE.md#index "title")',
+    ],
+)
+def test_an_added_link_to_a_synthetic_file_is_dropped(line: str) -> None:
+    saved = save_change("", f"# Memory\n{line}\n- [Notes](notes.md)\n", "")
+    assert saved.own == "# Memory\n- [Notes](notes.md)\n"
+    assert links_synthetic(line)
+
+
+@pytest.mark.parametrize(
+    "line", ["- [p](PREAMBLE.md.bak)", "- [p](sub/PREAMBLE.md)", "- [p](PREAMBLE-x.md)", "plain"]
+)
+def test_other_links_are_no_synthetic_files(line: str) -> None:
+    assert not links_synthetic(line)
+
+
+def test_blank_lines_at_the_seams_are_not_copied() -> None:
+    own = "# Memory\n- [A](a.md)\n"
+    other = "- [B](b.md)\n- [C](c.md)\n"
+    read = union_of(own, [other])
+    # The writer set the other source's lines apart and added a section after them.
+    written = "# Memory\n- [A](a.md)\n\n- [B](b.md)\n\n- [C](c.md)\n\n## New\n- [D](d.md)\n"
+    assert read != written
+    saved = save_change(read, written, own)
+    assert saved.own == "# Memory\n- [A](a.md)\n\n## New\n- [D](d.md)\n"
+    # Nothing left at the start, nor at the end, where only dropped lines stood.
+    assert save_change(read, "- [B](b.md)\n\n- [A](a.md)\n", own).own == "- [A](a.md)\n"
+    assert save_change(read, "- [A](a.md)\n\n- [B](b.md)\n", own).own == "- [A](a.md)\n"
+    # A writer's own run of blank lines between its lines stays.
+    assert save_change(read, "- [A](a.md)\n\n\n- [E](e.md)\n", own).own == (
+        "- [A](a.md)\n\n\n- [E](e.md)\n"
+    )
+
+
+def test_without_lines_keeps_the_rest_byte_for_byte() -> None:
+    assert without_lines("a\r\nb \nc", {"b"}) == "a\r\nc"
+    assert without_lines("a\nc", {"c"}) == "a\n"
+    assert without_lines("a\n\n", {"x"}) == "a\n\n"
+
+
+# -- properties of saves: writers reading and saving in any order
+
+_own_lines = st.lists(
+    st.sampled_from(["# Memory", "- [A](a.md)", "- [B](b.md)", "own fact", "shared", ""]),
+    max_size=6,
+)
+_other_lines = st.lists(
+    st.sampled_from(["# Memory", "- [B2](b.md)", "- [C](c.md)", "work fact", "shared", ""]),
+    max_size=6,
+)
+
+
+@st.composite
+def _sessions(draw: st.DrawFn) -> tuple[str, list[str], list[tuple[str, int, int, int]]]:
+    """An own index, other sources' indexes, and writers' events in any order, each writer
+    reading before it saves: ("read", w, 0, 0), or ("save", w, mask, where) where the bits
+    of ``mask`` pick lines it read to remove and ``where`` is where its new line goes."""
+    own = "".join(f"{line}\n" for line in draw(_own_lines))
+    count = draw(st.integers(0, 2))
+    others = ["".join(f"{line}\n" for line in draw(_other_lines)) for _ in range(count)]
+    events = []
+    for w in range(draw(st.integers(1, 3))):
+        events += [
+            ("read", w, 0, 0),
+            ("save", w, draw(st.integers(0, 63)), draw(st.integers(0, 8))),
+        ]
+    ordered, have_read = [], set()
+    for kind, w, mask, where in draw(st.permutations(events)):
+        if w not in have_read:  # its first event: the read, whichever was drawn first
+            ordered.append(("read", w, 0, 0))
+            have_read.add(w)
+            if kind == "read":
+                continue
+        if kind == "save":
+            ordered.append((kind, w, mask, where))
+    return own, others, ordered
+
+
+@given(_sessions())
+def test_saves_lose_no_added_line_bring_back_no_removed_one_and_copy_nothing(
+    session: tuple[str, list[str], list[tuple[str, int, int, int]]],
+) -> None:
+    own, others, events = session
+    first_own = {line.rstrip() for line in own.split("\n") if line.strip()}
+    hidden: frozenset[str] = frozenset()
+    reads: dict[int, str] = {}
+    added: set[str] = set()
+    removed: set[str] = set()
+    for kind, w, mask, where in events:
+        if kind == "read":
+            reads[w] = union_of(own, others, hidden)
+            continue
+        read = reads[w]
+        lines = read.split("\n")[:-1] if read else []
+        # Remove only lines every writer found in the first versions, never another
+        # writer's new line: so every new line must be in the end result.
+        kept = [
+            line
+            for n, line in enumerate(lines)
+            if not (mask >> (n % 6) & 1 and line.strip() and line.rstrip() not in added)
+        ]
+        new = f"- [new {w}](new-{w}.md)"
+        kept.insert(min(where, len(kept)), new)
+        written = "".join(f"{line}\n" for line in kept)
+        saved = save_change(read, written, own)
+        gone = {line.rstrip() for line in lines if line.strip()} - {k.rstrip() for k in kept}
+        own = saved.own
+        hidden = hidden_after(hidden, saved, others)
+        texts = {line.rstrip() for line in own.split("\n") if line.strip()}
+        # No line a writer removed comes back from the own index.
+        assert not gone & texts
+        removed |= gone
+        added.add(new)
+        # Other sources' lines are never copied into the own index.
+        assert texts <= first_own | added
+    texts = {line.rstrip() for line in own.split("\n") if line.strip()}
+    view = {line.rstrip() for line in union_of(own, others, hidden).split("\n")}
+    # No line added by any writer is lost, from the own index nor from the view.
+    assert added <= texts
+    assert added <= view
+    # A line removed from the view stays out of it.
+    assert not removed & view
+
+
+@given(_docs, _docs)
+def test_one_writer_alone_on_its_own_index_writes_what_it_wrote(own: str, written: str) -> None:
+    assert save_change(own, written, own).own == written
+
+
+@given(_docs, st.lists(_docs, max_size=2))
+def test_two_writers_who_read_the_same_view_keep_both_lines(own: str, others: list[str]) -> None:
+    read = union_index(own, others)
+    base = read if read.endswith("\n") or not read else read + "\n"  # a whole last line
+    first = save_change(read, base + "- [one](one.md)\n", own)
+    second = save_change(read, "- [two](two.md)\n" + read, first.own)
+    lines = second.own.split("\n")
+    assert "- [one](one.md)" in lines
+    assert "- [two](two.md)" in lines

@@ -1,9 +1,41 @@
-"""The MEMORY.md union (§5.3).
+"""The MEMORY.md union (§5.3), and a save of it through the mount taken as a change.
 
 A project's MEMORY.md is the head version's lines, then every line the other
 versions add: a linked line when its target is not linked yet, any other line
 when no line equals it. So no topic file linked from any source's index
-becomes invisible to an agent that reads only the merged index.
+becomes invisible to an agent that reads only the merged index. Lines hidden
+by a save (below) are taken out of every version but the own index first
+(`without_lines`).
+
+A writer that saves MEMORY.md saves the whole union it read, but what it meant
+is a change of it: `save_change` compares the text it read, the text it wrote
+and the own index as it is now, and gives the own index that change alone:
+
+* Lines are compared by their text, trailing whitespace ignored; blank lines
+  are never added or removed by themselves.
+* A line of the written text that the read text lacks was *added*: it lands in
+  the own index where the writer put it. An edited line (a link line with new
+  words, say) is such a line; the union shows the own index's lines first, so
+  the edit shows.
+* A line the writer kept from the read text lands only if the own index holds
+  it now: the other sources' lines are never copied into the own index just
+  because the writer saved the view they are in.
+* A line of the read text the writer left out was *removed*: it leaves the own
+  index, and if another source holds it, the caller hides it from the union
+  (`hidden_after`) until that source changes it (a new text is a new line) or a
+  writer adds it again.
+* A line the own index holds now and the read text lacked was added by someone
+  else since the writer read (a second session saving meanwhile): it is kept,
+  after the writer's lines, so two writers that read the same version lose
+  neither's line.
+* An added line linking a file memfs makes up (`PREAMBLE.md`,
+  ``PREAMBLE-<N>.md``: §6) is dropped: a synthetic file is never a topic.
+* Blank lines go with the text around them: a blank line of the written text
+  is kept unless dropping the other sources' lines would leave it where the
+  writer put none, at the index's start, right after another kept blank line,
+  or at its end. With nothing dropped and nothing appended the written text
+  lands byte for byte (the own index alone, saved by one writer, is a plain
+  file).
 
 It imports neither pyfuse3 nor trio. The functions are pure (text in, text
 out) and safe to call from any thread.
@@ -12,7 +44,8 @@ out) and safe to call from any thread.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence, Set
+from dataclasses import dataclass
 
 # `[title](target)`, allowing one level of nested brackets in the title and of
 # parentheses in the target (`[a [b]](notes(1).md)`); deeper nesting is rare
@@ -82,3 +115,116 @@ def _is_new(line: str, linked: set[str], seen: set[str]) -> bool:
     if target is not None:
         return target not in linked
     return line.rstrip() not in seen
+
+
+# --- a save of the view, as a change of the own index ---------------------------------
+
+# What memfs serves itself at a project's top (§6): never a topic an index may link.
+_SYNTHETIC = re.compile(r"PREAMBLE(?:-[0-9]+)?\.md")
+
+
+def text_of(line: str) -> str:
+    """What two lines are compared by: the line without its trailing whitespace (a
+    CRLF file's '\r' included)."""
+    return line.rstrip()
+
+
+def links_synthetic(line: str) -> bool:
+    """Whether ``line`` links a file memfs makes up (`PREAMBLE.md`, ``PREAMBLE-<N>.md``),
+    spelled as an index would: ``./PREAMBLE.md``, ``<PREAMBLE.md>``, with a ``#part``."""
+    target = link_target(line)
+    if target is None:
+        return False
+    words = target.split()
+    path = words[0] if words else ""  # `[x](PREAMBLE.md "a title")`
+    path = path.removeprefix("<").removesuffix(">").split("#", 1)[0].split("?", 1)[0]
+    while path.startswith("./"):
+        path = path[2:]
+    return _SYNTHETIC.fullmatch(path) is not None
+
+
+@dataclass(frozen=True)
+class Saved:
+    """The own index after a save (`save_change`), and what the save changed of the view."""
+
+    own: str
+    added: frozenset[str]  # texts the writer added (`text_of`), synthetic links left out
+    removed: frozenset[str]  # texts of the version it read that it left out
+
+
+def save_change(read: str, written: str, own_now: str) -> Saved:
+    """The own index once a writer that read ``read`` saved ``written``, the own index
+    holding ``own_now`` at that moment (see the module: the rule, blank lines included).
+
+    ``own_now`` equal to the own part of ``read`` and no other source: the result is
+    ``written`` itself.
+    """
+    was = _texts(read)
+    now = _texts(own_now)
+    kept: list[str] = []
+    added: set[str] = set()
+    dropped = False  # a line of `written` was left out since the last line kept
+    for line in _lines(written):
+        key = text_of(line)
+        if not key:
+            # A blank line: not where dropping lines would put it (see the module).
+            if dropped and (not kept or not text_of(kept[-1])):
+                continue
+            kept.append(line)
+            dropped = False
+            continue
+        if key not in was:
+            if links_synthetic(line):
+                dropped = True
+                continue
+            added.add(key)
+        elif key not in now:
+            dropped = True  # another source's line, or one removed meanwhile
+            continue
+        kept.append(line)
+        dropped = False
+    if dropped:
+        while kept and not text_of(kept[-1]):
+            kept.pop()  # only dropped lines came after these blank ones
+    mine = _texts(written)
+    # Lines another writer added to the own index after this one read it.
+    kept += [
+        line
+        for line in _lines(own_now)
+        if (key := text_of(line)) and key not in was and key not in mine
+    ]
+    if not kept:
+        own = ""
+    elif len(kept) == len(_lines(written)) and not dropped and kept == _lines(written):
+        own = written  # nothing dropped, nothing appended: byte for byte
+    else:
+        own = "\n".join(kept) + "\n"
+    removed = frozenset(key for key in was if key not in mine)
+    return Saved(own, frozenset(added), removed)
+
+
+def hidden_after(hidden: Set[str], saved: Saved, others: Iterable[str]) -> frozenset[str]:
+    """The lines hidden from the union once ``saved`` landed, ``hidden`` hidden before
+    and ``others`` the other versions' texts: a line the writer removed is hidden, one it
+    added is shown again, and a hidden line no other version holds any more is forgotten
+    (its text back in another source later is a new line)."""
+    held = set().union(*(_texts(text) for text in others))
+    return frozenset(t for t in (set(hidden) - saved.added) | saved.removed if t in held)
+
+
+def without_lines(text: str, hidden: Set[str]) -> str:
+    """``text`` without its lines whose text (`text_of`) is ``hidden``; the rest byte for
+    byte."""
+    if not hidden:
+        return text
+    pieces = text.split("\n")
+    kept = [line for line in pieces[:-1] if text_of(line) not in hidden]
+    last = pieces[-1]  # after the final newline: '' (none), else a line without one
+    if last and text_of(last) in hidden:
+        last = ""
+    return "".join(line + "\n" for line in kept) + last
+
+
+def _texts(text: str) -> set[str]:
+    """The texts of ``text``'s lines that are not blank."""
+    return {key for line in _lines(text) if (key := text_of(line))}
