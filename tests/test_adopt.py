@@ -264,6 +264,16 @@ def test_take_twice_changes_nothing(fh: FakeHome, clock: Clock) -> None:
     assert tree(own) == after_first
 
 
+def test_a_line_a_save_hid_is_not_adopted_back(fh: FakeHome, clock: Clock) -> None:
+    # §5.3: a line removed from the view by a save through the mount stays out of it.
+    own, _ = two_accounts(fh)
+    config = fh.config()
+    state.save_hidden_lines(config.state_dir, CLAUDE_SLUG, ["- [Notes](sub/notes.md)"])
+    report = take_first(config, listed(config, clock), clock)
+    assert report.index_lines == 1
+    assert (own / "MEMORY.md").read_text() == OWN_INDEX + "- [Deploy](deploy.md) - how to deploy\n"
+
+
 def test_the_adopted_folder_stays_byte_identical(fh: FakeHome, clock: Clock) -> None:
     _, work = two_accounts(fh)
     write(fh.pi(PI_SLUG) / "pi-note.md", "from pi\n", at(7))

@@ -43,10 +43,12 @@ def test_a_project_made_through_the_mount_takes_whiteouts_read_elsewhere(
     catalog = catalog_of(tmp_path)
 
     def refuse(state_dir: Path, slug: str) -> set[state.Whiteout]:
-        raise AssertionError("whiteouts read on the request thread")
+        raise AssertionError("state read on the request thread")
 
-    monkeypatch.setattr(state, "load_whiteouts", refuse)
-    project = catalog.own_folder_made(SLUG, {("a.md", "work", 1)})
+    for name in ("load_whiteouts", "load_hidden_lines", "load_project"):
+        monkeypatch.setattr(state, name, refuse)
+    project = catalog.own_folder_made(SLUG, ({("a.md", "work", 1)}, frozenset({"x"})))
     assert project.whiteouts == {("a.md", "work", 1)}
+    assert project.hidden_lines == {"x"}
     assert catalog.has(SLUG)
     catalog._check()

@@ -98,19 +98,20 @@ class Stages:
 
     async def new_project(self, slug: str, mode: int) -> Project:
         """mkdir at the root: the own source's folder of a canonical slug, made by its
-        plan's one step in a worker (with the project's whiteouts, read there too)."""
+        plan's one step in a worker (with what the state folder keeps of the project, read
+        there too)."""
         step = writes.plan_new_project(self.catalog, slug, mode)
 
-        def made() -> set[state.Whiteout]:
+        def made() -> state.Saved:
             step.run()
-            return state.load_whiteouts(self.config.state_dir, slug)  # off this thread
+            return state.load_project(self.config.state_dir, slug)  # off this thread
 
         await self._take_commit_lock()
         try:
-            whiteouts = await workers.run(made)
+            saved = await workers.run(made)
         finally:
             self._commit_lock.release()
-        project = self.catalog.own_folder_made(slug, whiteouts)
+        project = self.catalog.own_folder_made(slug, saved)
         self.publisher.publish_root(slug)
         return project
 

@@ -1,4 +1,5 @@
-"""memfs's own state under ``$XDG_STATE_HOME/memfs``: whiteouts per project, the log.
+"""memfs's own state under ``$XDG_STATE_HOME/memfs``: whiteouts and the MEMORY.md lines a
+save hid, per project; the log.
 
 Role: the one reader and writer of the state folder (§3), never a source. State files
 are written only through staging.replace, so a crash never leaves a half-written one.
@@ -7,7 +8,8 @@ the user's projects (the log) and the files they deleted (whiteouts), which no o
 user may read; `make_private` narrows what an older memfs left looser.
 Layer disk (its package says what it may import). Threading: every call
 does disk I/O (a save fsyncs twice), so while serving it runs in a worker thread: saves as
-the `SaveWhiteouts` step of a plan (steps.apply), loads with the project's first load.
+the `SaveWhiteouts` step of a plan (steps.apply), and the hidden lines by the step that
+saves MEMORY.md (index_save.SaveIndex); loads with the project's first load.
 """
 
 from __future__ import annotations
@@ -27,10 +29,12 @@ from memfs.disk import staging
 log = logging.getLogger(__name__)
 
 Whiteout = tuple[str, str, int]  # (path in the project, source name, mtime_ns; -1: a folder)
+Saved = tuple[set[Whiteout], frozenset[str]]  # what a project keeps here (`load_project`)
 
 FOLDER_MODE = 0o700
 FILE_MODE = 0o600
 WHITEOUTS = "whiteouts"
+HIDDEN_LINES = "hidden-lines"  # lines of MEMORY.md a save removed that other sources hold
 LOG_NAME = "memfs.log"
 
 
@@ -156,6 +160,40 @@ def load_whiteouts(state_dir: Path, slug: str) -> set[Whiteout]:
 def save_whiteouts(state_dir: Path, slug: str, records: Iterable[Whiteout]) -> None:
     folder = private_folder(state_dir, WHITEOUTS)
     data = json.dumps(sorted([list(r) for r in records]), indent=0).encode()
+    save_private(folder, _name(slug), data)
+
+
+def load_project(state_dir: Path, slug: str) -> Saved:
+    """Everything the state folder keeps of project ``slug``: its whiteouts (§7.3) and the
+    lines of its MEMORY.md a save hid (§5.3)."""
+    return load_whiteouts(state_dir, slug), load_hidden_lines(state_dir, slug)
+
+
+def load_hidden_lines(state_dir: Path, slug: str) -> frozenset[str]:
+    """The lines of ``slug``'s MEMORY.md hidden from the union (§5.3), by their text."""
+    path = state_dir / HIDDEN_LINES / _name(slug)
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8", errors="surrogateescape"))
+    except FileNotFoundError:
+        return frozenset()
+    except (OSError, ValueError) as exc:
+        log.warning("ignoring unreadable hidden lines %s: %s", path, exc)
+        return frozenset()
+    if not isinstance(raw, list):
+        return frozenset()
+    return frozenset(line for line in raw if isinstance(line, str))
+
+
+def save_hidden_lines(state_dir: Path, slug: str, lines: Iterable[str]) -> None:
+    """Replace ``slug``'s hidden lines (none: the record goes)."""
+    folder = private_folder(state_dir, HIDDEN_LINES)
+    found = sorted(lines)
+    if not found:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(folder / _name(slug))
+        return
+    # Lines are the user's text: surrogateescape keeps bytes that are not UTF-8 as they were.
+    data = json.dumps(found, indent=0, ensure_ascii=True).encode("ascii")
     save_private(folder, _name(slug), data)
 
 

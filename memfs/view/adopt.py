@@ -31,6 +31,7 @@ files in the own source through inotify like any other write made on disk.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import logging
@@ -40,7 +41,7 @@ import secrets
 import shlex
 import struct
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence, Set
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,7 +49,7 @@ from typing import Any
 from memfs.disk import config as cfg
 from memfs.disk import sources, staging, state
 from memfs.rules import history
-from memfs.rules.index import union_index
+from memfs.rules.index import union_index, without_lines
 from memfs.view.catalog import Catalog
 from memfs.view.project import HISTORY, MEMORY
 
@@ -401,7 +402,7 @@ def take(
     place = Catalog(config).own_place(made.slug)
     assert place is not None  # _own_source found one
     _ensure_root(own)
-    whiteouts = state.load_whiteouts(config.state_dir, made.slug)
+    whiteouts, hidden_lines = state.load_project(config.state_dir, made.slug)
     # (path, mtime_ns) of this source's versions deleted through the mount (§7.3)
     hidden = {(path, stamp) for path, name, stamp in whiteouts if name == chosen.source}
     report = AdoptReport(chosen.source, made.slug)
@@ -412,6 +413,7 @@ def take(
         config.limits.max_file_bytes,
         report,
         whited_out=lambda f: (f.path, f.mtime_ns) in hidden,
+        hidden_lines=hidden_lines,
     )
     return report
 
@@ -529,14 +531,19 @@ def merge(
     report: AdoptReport,
     *,
     whited_out: Callable[[FileBody], bool] = lambda f: False,
+    hidden_lines: Set[str] = frozenset(),
 ) -> None:
     """Merge ``files`` of source ``source`` into the own folder ``place``; count in ``report``.
 
     A file ``whited_out`` (deleted through the mount while only ``source`` had it) is kept
-    as history only, so adopting does not bring it back.
+    as history only, so adopting does not bring it back; nor does the adopted MEMORY.md
+    bring back ``hidden_lines``, lines a save through the mount removed (§5.3).
     """
     own = _Own(place, max_bytes)
     for f in files:
+        if f.path == MEMORY and hidden_lines:
+            text = without_lines(f.data.decode("utf-8", "surrogateescape"), hidden_lines)
+            f = dataclasses.replace(f, data=text.encode("utf-8", "surrogateescape"))
         hidden = whited_out(f)
         if f.path == MEMORY and not hidden and MEMORY in own.files:
             added = _union_memory(own, f)

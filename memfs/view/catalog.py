@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable
 
 from sortedcontainers import SortedDict
 
@@ -116,14 +115,13 @@ class Catalog:
     def origins(self, slug: str) -> list[Origin]:
         return [self._origin(s, n) for s, n in sorted(self._listing().get(slug, ()))]
 
-    def build(
-        self, slug: str, scan: bool = True, whiteouts: Iterable[state.Whiteout] | None = None
-    ) -> Project:
-        """A project of every folder listed for ``slug``: reads its whiteouts (unless
-        given) and, with ``scan``, every folder (disk I/O); not published until `adopt`."""
-        if whiteouts is None:
-            whiteouts = state.load_whiteouts(self.config.state_dir, slug)
-        project = Project(slug, self.config, (), whiteouts)
+    def build(self, slug: str, scan: bool = True, saved: state.Saved | None = None) -> Project:
+        """A project of every folder listed for ``slug``: reads what the state folder keeps
+        of it (unless given: whiteouts, hidden lines) and, with ``scan``, every folder (disk
+        I/O); not published until `adopt`."""
+        if saved is None:
+            saved = state.load_project(self.config.state_dir, slug)
+        project = Project(slug, self.config, (), *saved)
         for origin in self.origins(slug):
             project.add_origin(origin, None if scan else sources.Scan(exists=False))
         return project
@@ -195,18 +193,17 @@ class Catalog:
             return None
         return staging.Place(own.root, (slug, *own.tail))
 
-    def own_folder_made(
-        self, slug: str, whiteouts: Iterable[state.Whiteout] | None = None
-    ) -> Project:
+    def own_folder_made(self, slug: str, saved: state.Saved | None = None) -> Project:
         """The own source's folder for ``slug`` was made through the mount (its first write,
-        or mkdir at the root): list it, without reading anything but, if not given, the
-        project's whiteouts (a small state file: the caller can read it in its worker)."""
+        or mkdir at the root): list it, without reading anything but, if not given, what
+        the state folder keeps of the project (small files: the caller can read them in its
+        worker, `state.load_project`)."""
         own_index = self.config.own_index
         assert own_index is not None
         self.folder_added(own_index, slug)
         project = self._projects.get(slug)
         if project is None:
-            project = self.adopt(self.build(slug, scan=False, whiteouts=whiteouts))
+            project = self.adopt(self.build(slug, scan=False, saved=saved))
         return project
 
     def _check(self) -> None:

@@ -155,14 +155,37 @@ class Documents:
         if leaf.kind is Kind.FILE:
             data = self._read_or_empty(project, leaf.version)
         else:
-            head = self._read_or_empty(project, leaf.version).decode("utf-8", "surrogateescape")
-            others = [
-                self._read_or_empty(project, v).decode("utf-8", "surrogateescape")
-                for v in leaf.others
-            ]
-            data = index.union_index(head, others).encode("utf-8", "surrogateescape")
+            data = self._union(project, [leaf.version, *leaf.others])
         self._memory = Rendered(project.generation, data)
         return data
+
+    def _union(self, project: Project, versions: Sequence[Version]) -> bytes:
+        """The union of ``versions``, the first the head (§5.3), the lines a save hid taken
+        out of every version but the own index (the head, when it is the own source's)."""
+        hidden = project.hidden_lines
+        own = project.config.own_index
+        texts = []
+        for n, v in enumerate(versions):
+            text = self._read_or_empty(project, v).decode("utf-8", "surrogateescape")
+            if n or project.origins[v.origin].source != own:
+                text = index.without_lines(text, hidden)
+            texts.append(text)
+        return index.union_index(texts[0], texts[1:]).encode("utf-8", "surrogateescape")
+
+    def other_indexes(self) -> list[tuple[Path, tuple[str, ...], str]]:
+        """Where every version of MEMORY.md lies but the own source's (conflict copies and
+        versions whited out for now included): a save reads them in its worker
+        (index_save.SaveIndex) to know which hidden lines still hide something."""
+        project = self._project
+        leaf = project.tree.leaf(MEMORY)
+        own = project.config.own_index
+        versions = [v for v in project.versions(MEMORY) if project.origins[v.origin].source != own]
+        if leaf is not None:
+            versions += [v for v in leaf.others if v.path != MEMORY]  # conflict copies
+        return [
+            (project.origins[v.origin].root, project.origins[v.origin].parts, v.path)
+            for v in versions
+        ]
 
     def _read_or_empty(self, project: Project, v: Version) -> bytes:
         try:
@@ -290,10 +313,7 @@ class Documents:
         if len(present) == len(versions):
             body = self.memory_index()
         else:
-            texts = [
-                self._read_or_empty(project, v).decode("utf-8", "surrogateescape") for v in present
-            ]
-            body = index.union_index(texts[0], texts[1:]).encode("utf-8", "surrogateescape")
+            body = self._union(project, present)
         where = f"{files_at}/{MEMORY}" if files_at else str(project.real_path(present[0]))
         return Doc(where, MEMORY, body, mtime_ns=max(v.mtime_ns for v in present)), until
 

@@ -1,6 +1,7 @@
 """What a project's source folders hold: every origin's versions of every path and its
-folders, as the latest look at each found them, what is left out of the view and why, and
-the whiteout records that hide read-only versions.
+folders, as the latest look at each found them, what is left out of the view and why, the
+whiteout records that hide read-only versions, and the lines of MEMORY.md a save hid
+(§5.3).
 
 §4, §5.2, §7.6. Layer view: imports neither pyfuse3 nor trio; not thread-safe (the
 adapter owns each project and changes it from one task). File and folder stats are read
@@ -26,7 +27,7 @@ from memfs.disk import sources
 from memfs.disk.config import Config
 from memfs.rules import names
 from memfs.rules.tree import ancestors
-from memfs.view.versions import DIR_WHITEOUT, Origin, Version
+from memfs.view.versions import DIR_WHITEOUT, MEMORY, Origin, Version
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +45,11 @@ class Holdings:
     """Every source folder's versions and folders of one canonical slug (see the module)."""
 
     def __init__(
-        self, slug: str, config: Config, whiteouts: Iterable[tuple[str, str, int]] = ()
+        self,
+        slug: str,
+        config: Config,
+        whiteouts: Iterable[tuple[str, str, int]] = (),
+        hidden_lines: Iterable[str] = (),
     ) -> None:
         self.slug = slug
         self.config = config
@@ -58,6 +63,8 @@ class Holdings:
         self._under: Counter[str] = Counter()  # path -> versions and folders below it
         # (path, source name, mtime_ns or DIR_WHITEOUT): read-only versions hidden by unlink
         self._whiteouts: set[tuple[str, str, int]] = set(whiteouts)
+        # Texts of lines a save of MEMORY.md removed that other sources hold (§5.3)
+        self._hidden_lines = frozenset(hidden_lines)
         self._logged: set[tuple[int, str, str]] = set()  # left-out files already logged
         # Paths shown though a name rule matches them: the own source's writers' files
         # (names.Way.WRITERS: rsync's `.x.AbC123`, vim's `.x.swp`), never in PREAMBLE.md.
@@ -339,6 +346,17 @@ class Holdings:
     @property
     def whiteouts(self) -> set[tuple[str, str, int]]:
         return set(self._whiteouts)
+
+    @property
+    def hidden_lines(self) -> frozenset[str]:
+        """The lines of MEMORY.md hidden from the union, by text (`index.text_of`)."""
+        return self._hidden_lines
+
+    def set_hidden_lines(self, lines: Iterable[str]) -> None:
+        new = frozenset(lines)
+        if new != self._hidden_lines:
+            self._hidden_lines = new
+            self._refresh(MEMORY)  # its body and perhaps its kind change (project.py)
 
     def _count_under(self, path: str, delta: int, *, include_self: bool = False) -> None:
         steps = [path, *ancestors(path)] if include_self else list(ancestors(path))

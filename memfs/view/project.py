@@ -54,8 +54,9 @@ class Project(Holdings):
         config: Config,
         origins: Iterable[Origin] = (),
         whiteouts: Iterable[tuple[str, str, int]] = (),
+        hidden_lines: Iterable[str] = (),
     ) -> None:
-        super().__init__(slug, config, whiteouts)
+        super().__init__(slug, config, whiteouts, hidden_lines)
         self.tree: Tree[Leaf] = Tree()
         self.generation = 0
         self._shown: dict[str, list[str]] = {}  # path -> view paths it occupies now
@@ -176,7 +177,12 @@ class Project(Holdings):
         self, path: str, head: Version, visible: list[Version], copies: list[Version]
     ) -> None:
         # A conflict copy of MEMORY.md is a version too: its links join the union (5.3).
-        if path == MEMORY and len(visible) + len(copies) > 1:
+        # Lines a save hid are taken out of every version but the own index: a lone other
+        # version with such lines is shown as computed too (documents.py).
+        if path == MEMORY and (
+            len(visible) + len(copies) > 1
+            or (self.hidden_lines and self.origins[head.origin].source != self.config.own_index)
+        ):
             others = self._newest_first(v for v in [*visible, *copies] if v is not head)
             leaf = Leaf(Kind.MEMORY, head, tuple(others))
         else:
