@@ -37,6 +37,7 @@ from helpers import (
     CLAUDE_SLUG,
     CTX,
     OWN_A,
+    OWN_MEMORY,
     PI_ONLY_SLUG,
     UNION,
     WORK_A,
@@ -1571,6 +1572,8 @@ async def test_writing_a_read_only_head_copies_it_up_to_the_own_source(sample: S
 
 
 async def test_editing_memory_md_starts_from_the_union(sample: Sample) -> None:
+    # The writer edits the union it reads; its save lands as that change alone (§5.3:
+    # test_fs_index.py has every way of saving).
     ops = sample.ops
     before = read_only_trees(sample)
     memory = await walk(ops, f"{CLAUDE_SLUG}/MEMORY.md")
@@ -1580,8 +1583,8 @@ async def test_editing_memory_md_starts_from_the_union(sample: Sample) -> None:
     assert await ops.write(info.fh, len(UNION), line) == len(line)
     await ops.flush(info.fh)
     await ops.release(info.fh)
-    assert (sample.own / "MEMORY.md").read_bytes() == UNION.encode() + line
-    assert await cat(ops, memory.st_ino) == UNION.encode() + line
+    assert (sample.own / "MEMORY.md").read_bytes() == OWN_MEMORY.encode() + line
+    assert await cat(ops, memory.st_ino) == OWN_MEMORY.encode() + line + b"- [B](b.md)\n"
     assert read_only_trees(sample) == before
 
 

@@ -529,13 +529,15 @@ def test_write_to_a_readonly_head_copies_it_up(sandbox: Sandbox, rw: Writes) -> 
     assert sandbox.out("cat", mnt("topics/ops.md")) == body
     stamp = history_stamp(work_ops.stat().st_mtime_ns)
     assert read(mnt(".history", "topics/ops.md", f"work@{stamp}.md")) == b"WORK ops\n"
-    # MEMORY.md, the union: an append starts from what the reader saw, so the own index
-    # keeps every link the other sources gave it.
+    # MEMORY.md, the union: an append is a change of it, so the own index gets the
+    # appended line alone, and the view keeps every link the other sources give it (§5.3;
+    # test_mount_index.py has every way of saving it).
+    own = read(rw.own("MEMORY.md"))
     union = read(mnt("MEMORY.md"))
     assert b"](deploys.md)" in union
     sh(sandbox, 'echo "- [Ops](topics/ops.md)" >> "$1"', mnt("MEMORY.md"))
-    assert read(rw.own("MEMORY.md")) == union + b"- [Ops](topics/ops.md)\n"
-    assert read(mnt("MEMORY.md")) == union + b"- [Ops](topics/ops.md)\n"
+    assert read(rw.own("MEMORY.md")) == own + b"- [Ops](topics/ops.md)\n"
+    assert read(mnt("MEMORY.md")) == own + b"- [Ops](topics/ops.md)\n" + union[len(own) :]
     assert stages(rw.own_root) == []
     # The own source never got a copy of a history entry: history stays computed.
     assert not rw.own(".history").exists()

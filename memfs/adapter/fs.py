@@ -122,8 +122,9 @@ class MemFS(pyfuse3.Operations):
             config, self.catalog, self.files, self.mountpoint, self.projects.get, self.publisher
         )
         self.reads = ReadOpens(
-            self.kernel, self.files, self.pins, self.renderings, self.projects.recheck
-        )
+            self.kernel, self.files, self.pins, self.renderings, self.projects.recheck,
+            self.stages.index_reads,
+        )  # fmt: skip
         # Pieces with one job each: what a key means and which project it needs (keys.py,
         # loading.py), how a read is served (kernel.ReadOpens), a writer's stage and every
         # change's way down (stages.py), open folders (folders.py), what the kernel must
@@ -144,6 +145,7 @@ class MemFS(pyfuse3.Operations):
         for f in self.files:
             assert self.inodes.key(f.ino) is not None, ("an open file with no inode", f.key)
         self.renderings._check()
+        self.stages.index_reads._check()
 
     # --- inodes and attributes ------------------------------------------------------
 
@@ -278,7 +280,7 @@ class MemFS(pyfuse3.Operations):
         f.version = leaf.version
         if leaf.kind is Kind.FILE and not flags & os.O_TRUNC:
             self.reads.pin(f, project)  # the version its reads and its stage start from
-        await self.stages.open(f, project, leaf, bool(flags & os.O_TRUNC), place)
+        await self.stages.open(f, project, leaf, flags, place)
         # Direct I/O: the writer's bytes stay out of the page cache other openers share.
         return pyfuse3.FileInfo(fh=self.files.add(f), direct_io=True)
 
@@ -307,6 +309,8 @@ class MemFS(pyfuse3.Operations):
         f = OpenFile(ino, key, writer=True, pid=ctx.pid, append=bool(flags & os.O_APPEND))
         f.tgid = procs.tgid(ctx.pid)
         f.unsaved = f.keeps_history = True
+        if key[1] == MEMORY:  # the view had none: a new index, or one an editor moved away
+            f.index = self.stages.index_reads.created(key[0])
         await self.stages.empty(f, writes.new_mode(mode, ctx.umask), place)
         fh = self.files.add(f)
         # Not committed yet: one write costs one commit. Until then the name is pending:
@@ -408,10 +412,8 @@ class MemFS(pyfuse3.Operations):
             raise _err(errno.EPERM)  # memfs's own: the root holds projects only
         self._writable(key)
         project = await self.projects.get(key[0])
-        planner = self.stages.planner(project)
-        times = planner.times(key[1], atime, mtime) if asked else None
-        memory = project.memory_index() if key[1] == MEMORY else None
-        plan = planner.set_attrs(key[1], mode=mode, size=size, times=times, memory=memory)
+        times = self.stages.planner(project).times(key[1], atime, mtime) if asked else None
+        plan = self.stages.attrs_plan(project, key[1], ctx.pid, mode=mode, size=size, times=times)
         await self.stages.run(project, plan)
         return self.shown.of(inode, key, project)
 
@@ -502,9 +504,7 @@ class MemFS(pyfuse3.Operations):
             self.inodes.move(src, dst, folder=False)
             return
         folder = project.tree.is_dir(src[1])
-        memory = project.memory_index() if src[1] == MEMORY else None
-        plan = self.stages.planner(project).rename(src[1], dst[1], flags, memory=memory)
-        await self.stages.run(project, plan)
+        await self.stages.rename(project, src[1], dst[1], flags, ctx.pid)
         if src != dst:
             # What stood at ``dst`` is replaced: its writers' bytes never commit over the
             # file renamed in (as on a local disk, they write into the replaced inode).

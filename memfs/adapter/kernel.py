@@ -52,6 +52,7 @@ import pyfuse3
 import trio
 
 from memfs.adapter import workers
+from memfs.adapter.indexes import IndexReads
 from memfs.adapter.inodes import ROOT_INODE, Inodes, Key
 from memfs.adapter.renderings import Renderings
 from memfs.adapter.writing import OpenFile, OpenFiles
@@ -327,12 +328,14 @@ class ReadOpens:
         pins: Pins,
         renderings: Renderings,
         recheck: Callable[[Project, int, str], None],
+        index_reads: IndexReads,
     ) -> None:
         self.kernel = kernel
         self.files = files
         self.pins = pins
         self.renderings = renderings
         self.recheck = recheck  # the watcher looks again at a file the disk holds anew
+        self.index_reads = index_reads  # what each process read of MEMORY.md (§5.3)
 
     def own_stage(self, ino: int, pid: int) -> Stage | None:
         """The stage through which thread ``pid`` writes ``ino`` itself, if it does: its
@@ -361,6 +364,9 @@ class ReadOpens:
             f.data = project.memory_index()
         else:
             f.version = leaf.version
+        if f.key[1] == MEMORY:
+            # What this process read: a save of MEMORY.md it makes is a change of that.
+            self.index_reads.noted(f.pid, project.slug, f.data or project.memory_index())
         token = token_of_leaf(project, leaf)
         # Pin the version now and check it is the one the view reports: a change inotify
         # has not told yet is read as the disk shows it, past the pages and size of the

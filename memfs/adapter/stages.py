@@ -6,6 +6,10 @@ Layer adapter (trio). A change goes one way: the handler decodes (fs.py), the vi
 publishes what the kernel must forget (`Publisher.plan_applied`). Nothing climbs back: the
 plan carries what the worker needs, and the worker returns plain results.
 
+MEMORY.md is the view's union, so a save of it (a commit, a rename onto it, a truncate)
+is planned as a change of what its writer read (view/indexes.py, §5.3); what each process
+read is `index_reads` (indexes.py).
+
 A stage is a writer's temp file in the own source (staging.Stage, §7.1): made by a plan of
 its own (its worker call may make the own source's folders, which the view then records),
 written on the trio thread (pwrite), committed by a plan. A stage is not thread-safe: while a worker
@@ -19,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import logging
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Protocol
@@ -27,14 +32,16 @@ import pyfuse3
 import trio
 
 from memfs.adapter import workers
+from memfs.adapter.indexes import IndexReads
 from memfs.adapter.inodes import Key
 from memfs.adapter.writing import OpenFile, OpenFiles
 from memfs.disk import procs, staging, state, steps
 from memfs.disk.config import Config
 from memfs.rules.tree import parent_of
-from memfs.view import writes
+from memfs.view import indexes, writes
 from memfs.view.catalog import Catalog
-from memfs.view.project import Kind, Leaf, Project
+from memfs.view.indexes import IndexChange
+from memfs.view.project import MEMORY, Kind, Leaf, Project
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +77,7 @@ class Stages:
         self._commit_lock = trio.Lock()  # one plan at a time: history names stay ordered
         # Stages a worker is committing or moving, with what is set when it is done.
         self._busy: dict[OpenFile, trio.Event] = {}
+        self.index_reads = IndexReads()  # what writers read of MEMORY.md (§5.3)
 
     # --- the one way down -----------------------------------------------------------
 
@@ -123,15 +131,55 @@ class Stages:
         except trio.WouldBlock:
             await self._commit_lock.acquire()
 
+    def _read_by(self, f: OpenFile, project: Project) -> bytes | None:
+        return self.index_reads.read_by(f.tgid, project.slug)
+
+    async def rename(self, project: Project, src: str, dst: str, flags: int, pid: int) -> None:
+        """rename(2) of ``src`` to ``dst`` in ``project`` by thread ``pid`` (§7.3). Onto
+        MEMORY.md it is a save of the view (§5.3); MEMORY.md moved away is kept a moment
+        for the create of it that an editor's backup-then-write makes next."""
+        planner = self.planner(project)
+        if dst == MEMORY and src != dst:
+            change = self.index_reads.change(procs.tgid(pid), project)
+            await self.run(project, indexes.plan_rename_onto(planner, src, flags, change))
+        elif src == MEMORY and dst != src:
+            view, before = project.memory_index(), project.whiteouts
+            plan, step = indexes.plan_move_away(planner, dst, flags, view)
+            await self.run(project, plan)
+            read = self.index_reads.read_by(procs.tgid(pid), project.slug)
+            lift = frozenset(project.whiteouts - before)
+            moved = IndexChange(view if read is None else read, step.data, lift)
+            self.index_reads.moved(project.slug, moved)
+        else:
+            await self.run(project, planner.rename(src, dst, flags))
+
+    def attrs_plan(
+        self,
+        project: Project,
+        path: str,
+        pid: int,
+        *,
+        mode: int | None,
+        size: int | None,
+        times: tuple[int, int] | None,
+    ) -> writes.Plan:
+        """chmod, truncate, utimens of ``path`` by thread ``pid``, by path; of MEMORY.md
+        a truncate is a save of the view (§5.3)."""
+        planner = self.planner(project)
+        if path != MEMORY:
+            return planner.set_attrs(path, mode=mode, size=size, times=times)
+        change = self.index_reads.change(procs.tgid(pid), project)
+        return indexes.plan_attrs(planner, change, mode=mode, size=size, times=times)
+
     # --- making a stage -------------------------------------------------------------
 
     async def open(
-        self, f: OpenFile, project: Project, leaf: Leaf, truncate: bool, place: staging.Place
+        self, f: OpenFile, project: Project, leaf: Leaf, flags: int, place: staging.Place
     ) -> None:
         """An open for writing of ``leaf`` (its version pinned by the caller, unless
-        ``truncate``): what its stage will start from."""
+        O_TRUNC is in ``flags``): what its stage will start from."""
         f.keeps_history = True
-        if truncate:
+        if flags & os.O_TRUNC:
             # Nothing of the head is read: no descriptor of it is opened (closing it after
             # the commit would free the replaced inode on the request thread).
             mode = leaf.version.mode if leaf.kind is Kind.FILE and leaf.version else 0o644
@@ -140,10 +188,16 @@ class Stages:
             # the descriptor (a flush) before writing, so the bare truncation commits only
             # at its last close, and readers never see the empty in-between file.
             f.unsaved = True
-        elif leaf.kind is Kind.MEMORY:
-            # Editing the union starts from what the reader saw: the union becomes the own
-            # source's MEMORY.md, so no topic linked elsewhere is lost.
-            f.data = project.memory_index()
+        elif f.key[1] == MEMORY:
+            # An edit of MEMORY.md starts from the view, the union. Its save is a change of
+            # what its writer read (§5.3, view/indexes.py): that view, when it may read it
+            # through this open (O_RDWR) or writes after it (O_APPEND); else (vim's
+            # O_WRONLY, then a truncate) what its process last read, if it read here.
+            view = project.memory_index()
+            read = None if flags & (os.O_RDWR | os.O_APPEND) else self._read_by(f, project)
+            f.index = IndexChange(view if read is None else read)
+            if leaf.kind is Kind.MEMORY:
+                f.data = view
         # Otherwise the stage (a copy of the head) is made at the first write or truncate:
         # an editor opening read-write, or `touch`, copies nothing and leaves no temp file.
 
@@ -255,9 +309,14 @@ class Stages:
                 stage.truncate(0)
             stage.dirty = True
             created = self.files.pending(f.key) is f  # its name's first commit
-            plan = self.planner(project).commit(
-                stage, f.key[1], keep=f.keeps_history, created=created
-            )
+            planner = self.planner(project)
+            if f.key[1] == MEMORY:
+                # A save of the view: a change of what the writer read (§5.3). Its later
+                # commits are changes of the same read.
+                f.index = f.index or self.index_reads.change(f.tgid, project)
+                plan = indexes.plan_commit(planner, stage, f.index, keep=f.keeps_history)
+            else:
+                plan = planner.commit(stage, f.key[1], keep=f.keeps_history, created=created)
             # A rename onto its name or an unlink may run while this commit waits for the
             # lock: it discards the handle before any other plan runs (fs.py), and then
             # this one must not land (the name is another file's, or none).

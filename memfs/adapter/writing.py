@@ -20,6 +20,7 @@ from typing import TypeVar
 
 from memfs.disk import staging
 from memfs.disk.config import Config
+from memfs.view.indexes import IndexChange
 from memfs.view.project import Version
 from memfs.view.writes import Refused, check_size
 
@@ -56,6 +57,8 @@ class OpenFile:
     # Its bytes never commit: unlinked or replaced while open, or its writer was killed.
     discard: bool = False
     failed: int = 0  # errno of a write or truncate that failed: it never commits (§7.1)
+    # MEMORY.md: what its save is a change against, when this open knows (adapter/indexes.py)
+    index: IndexChange | None = None
 
     def change(self, change: Callable[[staging.Stage], R], size: int, config: Config) -> R:
         """A change of its stage that leaves the file ``size`` bytes long at most; one that

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 from memfs.disk import sources, staging, state, steps
 from memfs.disk.config import Config
+from memfs.disk.index_save import SaveIndex
 from memfs.disk.staging import RENAME_NOREPLACE
 from memfs.disk.steps import Applied, Step  # by name: in Plan's body, steps is its field
 from memfs.rules import history, names, preamble
@@ -58,7 +59,9 @@ class Plan:
     ``reread`` names (origin index, path) pairs to stat after the steps; versions kept by a
     step are added to them by apply. ``whiteouts``, when set, is the project's new whiteout
     set (saved by a step first). ``rescan`` asks for a full scan of one origin (a folder
-    renamed whole). ``dirs`` are folders the steps make (True) or remove (False).
+    renamed whole). ``dirs`` are folders the steps make (True) or remove (False). ``index``
+    is the step saving MEMORY.md as a change (view/indexes.py), whose hidden lines the
+    project takes.
     """
 
     slug: str
@@ -69,6 +72,7 @@ class Plan:
     rescan: int | None = None
     dirs: list[tuple[int, str, bool]] = field(default_factory=list)
     own: int | None = None  # the own origin, where kept versions land
+    index: SaveIndex | None = None
 
     def read_again(self, origin: int, place: Origin, path: str) -> None:
         self.origins[origin] = place
@@ -101,6 +105,8 @@ def absorb(catalog: Catalog, project: Project, plan: Plan, applied: Applied) -> 
             for folder in ancestors(path):  # a step may have made them (mkdir -p)
                 project.observe_dir(i, folder, True, at)
         project.observe(i, path, found, at)
+    if plan.index is not None and plan.index.hidden is not None:
+        project.set_hidden_lines(plan.index.hidden)  # saved, whatever failed after it
     if applied.error is None:
         if plan.whiteouts is not None:
             project.set_whiteouts(plan.whiteouts)
@@ -318,12 +324,11 @@ class Planner:
         mode: int | None,
         size: int | None,
         times: tuple[int, int] | None,
-        memory: bytes | None = None,
     ) -> Plan:
         """chmod, truncate, utimens of a file (copied up when a read-only source holds its
-        head) or of a folder of the own source. The project folder itself (``path`` '')
-        is the own source's folder for the project, made first if only other sources
-        hold the project (`tar -x` sets the times of its `.`)."""
+        head) or of a folder of the own source (MEMORY.md's: view/indexes.py). The project
+        folder itself (``path`` '') is the own source's folder for the project, made first
+        if only other sources hold the project (`tar -x` sets the times of its `.`)."""
         project = self.project
         if not path:
             if size is not None:
@@ -350,7 +355,7 @@ class Planner:
             check_size(self.config, size)
         own_place = own_folder_of(self.config, project, leaf.version)
         if own_place is None or leaf.kind is not Kind.FILE:
-            return self.copy_up(path, mode=mode, size=size, times=times, memory=memory)
+            return self.copy_up(path, mode=mode, size=size, times=times)
         plan = self._plan()
         step = steps.SetAttrs(own_place, parent_of(path)[1], mode=mode, times=times, size=size)
         plan.steps.append(step)

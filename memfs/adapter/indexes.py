@@ -1,0 +1,100 @@
+"""What each writer read of MEMORY.md, so that its save lands as a change of it (§5.3).
+
+Layer adapter, but plain: imports neither pyfuse3 nor trio; owned by the trio thread. No
+I/O but `procs.tgid` (one small read of /proc, at a read open of MEMORY.md).
+
+A save of MEMORY.md through the mount is taken against the version its writer read
+(view/indexes.py). Writers read in one open and save through another, often from another
+thread (Node's file system calls run on a pool), so the read is kept per process (its
+thread group) and project: the body served by its last read open of that MEMORY.md
+(`IndexReads.noted`). A save then takes, in order: what its own open read (an open for
+writing without O_TRUNC starts its stage from the view: `Stages.open`), else what its
+process last read here, else the view as it stands when the change is planned.
+
+Kept only as long as a save can follow the read (an agent reads the index right before it
+edits it): at most `READS_KEPT` entries and `BYTES_KEPT` bytes, each for `READ_KEEP_S`
+seconds (a pid reused later must not inherit a read). The bodies are the view's own bytes
+objects (`Documents.memory_index` caches one per generation), so readers of one version
+share one.
+
+An editor's backup-then-write moves MEMORY.md away and creates it anew at once: the move is
+kept for `MOVED_KEEP_S` seconds per project (`moved`), and the create that follows is the
+save of the index moved, not a new index (`created`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from memfs.disk import procs
+from memfs.view.indexes import IndexChange
+from memfs.view.project import Project
+
+READS_KEPT = 128
+BYTES_KEPT = 16 << 20
+READ_KEEP_S = 600.0
+MOVED_KEEP_S = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class _Read:
+    at: float
+    data: bytes
+
+
+class IndexReads:
+    """The MEMORY.md each process last read, per project, and indexes just moved away."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._reads: OrderedDict[tuple[int, str], _Read] = OrderedDict()
+        self._bytes = 0
+        self._moved: dict[str, tuple[float, IndexChange]] = {}
+
+    def noted(self, pid: int, slug: str, data: bytes) -> None:
+        """Thread ``pid`` opened ``slug``'s MEMORY.md for reading, served ``data``."""
+        key = (procs.tgid(pid), slug)
+        old = self._reads.pop(key, None)
+        if old is not None:
+            self._bytes -= len(old.data)
+        self._reads[key] = _Read(self._clock(), data)
+        self._bytes += len(data)
+        while self._reads and (len(self._reads) > READS_KEPT or self._bytes > BYTES_KEPT):
+            _, dropped = self._reads.popitem(last=False)
+            self._bytes -= len(dropped.data)
+
+    def read_by(self, tgid: int, slug: str) -> bytes | None:
+        """What process ``tgid`` last read of ``slug``'s MEMORY.md, if it is recent."""
+        found = self._reads.get((tgid, slug))
+        if found is None or self._clock() - found.at > READ_KEEP_S:
+            return None
+        return found.data
+
+    def change(self, tgid: int, project: Project) -> IndexChange:
+        """What a save of ``project``'s MEMORY.md by process ``tgid`` is taken against."""
+        read = self.read_by(tgid, project.slug)
+        return IndexChange(project.memory_index() if read is None else read)
+
+    def moved(self, slug: str, change: IndexChange) -> None:
+        """``slug``'s MEMORY.md was renamed away: ``change`` is what a create of it that
+        follows soon is taken against (an editor's backup-then-write)."""
+        self._moved = {s: m for s, m in self._moved.items() if not self._old(m[0])}
+        self._moved[slug] = (self._clock(), change)
+
+    def created(self, slug: str) -> IndexChange:
+        """MEMORY.md is created in ``slug``, where the view had none: the save of an index
+        moved away just before, if one was; else a new index (nothing was read of it)."""
+        found = self._moved.pop(slug, None)
+        if found is not None and not self._old(found[0]):
+            return found[1]
+        return IndexChange(b"")
+
+    def _old(self, at: float) -> bool:
+        return self._clock() - at > MOVED_KEEP_S
+
+    def _check(self) -> None:
+        assert self._bytes == sum(len(r.data) for r in self._reads.values())
+        assert len(self._reads) <= READS_KEPT

@@ -1,0 +1,250 @@
+"""A save of MEMORY.md through the mount, landed as a change of the own index (§5.3).
+
+Layer disk: imports neither pyfuse3 nor trio; every call blocks on the disk (worker threads
+only). `SaveIndex` is a plan's step (steps.Step), so it runs in the plan's one worker call,
+under the commit lock: the own index it reads is the one its result replaces, since no
+other plan runs in between.
+
+The view plans a save (view/indexes.py) with what its writer read. Here the bytes the
+writer wrote and the own index as the disk holds it now are read, the pure rule
+(`index.save_change`) gives the new own index, and that lands as one atomic replace of the
+own MEMORY.md (staging.Stage: fsync, rename, fsync of the folder). When the rule changes
+nothing (one source, one writer: a plain file), the writer's own bytes land the way any
+write does, the same one atomic replace. Then the lines the save hid from the union are
+saved in the state folder (state.save_hidden_lines).
+
+Where the written bytes come from (`Written`): a writer's stage being committed
+(`FromStage`: `cat >`, an editor writing in place, an O_RDWR edit, a create), an own file
+renamed onto MEMORY.md (`FromFile`: Claude Code's ``MEMORY.md.tmp.<pid>.<hex>``, `sed -i`,
+``os.replace``), or bytes the plan names (`FromBytes`: a truncate of MEMORY.md by path, a
+read-only source's file renamed onto it, `chmod` or `touch` with no own index yet).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from memfs.disk import sources, staging, state
+from memfs.rules import index
+
+MEMORY = "MEMORY.md"
+BodyRead = tuple[Path, tuple[str, ...], str]  # (root, parts, path) of a source file
+
+
+class Written(Protocol):
+    """The bytes a writer saved as MEMORY.md, and how they land when the rule keeps them."""
+
+    def data(self, limit: int) -> tuple[bytes, int, tuple[int, int] | None]:
+        """(the bytes, their mode (0: the own index's, if any), their times or None)."""
+        ...
+
+    def as_is(self, folder: staging.Place, keep: staging.Keep | None) -> list[str] | None:
+        """Make these very bytes the own MEMORY.md the way a write of any file lands;
+        returns the versions kept (names), or None when they land as merged bytes do."""
+        ...
+
+    def replaced(self) -> None:
+        """Other bytes landed instead: what is left of these is the writer's business."""
+        ...
+
+
+@dataclass
+class FromStage:
+    """A writer's stage whose target is MEMORY.md."""
+
+    stage: staging.Stage
+
+    def data(self, limit: int) -> tuple[bytes, int, tuple[int, int] | None]:
+        st = os.fstat(self.stage.fd)
+        _check_size(st.st_size, limit)
+        return _read_all(self.stage.fd), stat.S_IMODE(st.st_mode), _times(st)
+
+    def as_is(self, folder: staging.Place, keep: staging.Keep | None) -> list[str] | None:
+        self.stage.commit(keep)
+        return self.stage.kept if keep is not None else []
+
+    def replaced(self) -> None:
+        # The writer's stage keeps its bytes for the writer (its reads and a later write at
+        # its own offsets see them): only the merged index was committed. Its temp file
+        # goes at release; a later write makes it dirty again, and that commit is taken
+        # against the same read, which gives the same index again.
+        self.stage.dirty = False
+
+
+@dataclass
+class FromFile:
+    """An own file renamed onto MEMORY.md (``name`` in ``place``)."""
+
+    place: staging.Place
+    name: str
+    noreplace: bool = False
+
+    def data(self, limit: int) -> tuple[bytes, int, tuple[int, int] | None]:
+        fd = _open_in(self.place, self.name)
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise OSError(errno.EINVAL, f"not a regular file: {self.name}")
+            _check_size(st.st_size, limit)
+            return _read_all(fd), stat.S_IMODE(st.st_mode), _times(st)
+        finally:
+            os.close(fd)
+
+    def as_is(self, folder: staging.Place, keep: staging.Keep | None) -> list[str] | None:
+        return staging.rename(
+            self.place, self.name, folder, MEMORY, noreplace=self.noreplace, keep=keep
+        )
+
+    def replaced(self) -> None:
+        # A rename moves the name away: the merged index took its place, so it goes too.
+        staging.unlink(self.place, self.name)
+
+
+@dataclass
+class FromBytes:
+    """Bytes the plan names (``data``), or a source file to read them from (``src``), with
+    the mode (0: keep the own index's) and times asked for (None: now)."""
+
+    data_: bytes | None
+    src: BodyRead | None = None
+    mode: int = 0
+    times: tuple[int, int] | None = None
+
+    def data(self, limit: int) -> tuple[bytes, int, tuple[int, int] | None]:
+        if self.data_ is not None:
+            return self.data_, self.mode, self.times
+        assert self.src is not None
+        root, parts, path = self.src
+        found = sources.read_file(root, parts, path, limit + 1)
+        _check_size(len(found), limit)
+        return found, self.mode, self.times
+
+    def as_is(self, folder: staging.Place, keep: staging.Keep | None) -> list[str] | None:
+        return None  # no file holds them yet: they land as merged bytes do
+
+    def replaced(self) -> None:
+        pass
+
+
+@dataclass
+class SaveIndex:
+    """A plan's step: the save of MEMORY.md by a writer that read ``read``, landed as a
+    change of the own index in ``folder`` (see the module). ``own_before``: the own index
+    an editor moved away just before writing this one (backup-then-write), taken as the
+    own index when the disk has none. Afterwards ``hidden`` holds the project's hidden
+    lines, as saved."""
+
+    written: Written
+    folder: staging.Place  # the own source's project folder, where MEMORY.md lands
+    read: bytes
+    others: list[BodyRead]  # every other version of MEMORY.md the view shows
+    state_dir: Path
+    slug: str
+    keep: staging.Keep | None
+    max_bytes: int
+    own_before: bytes | None = None
+    hidden: frozenset[str] | None = None
+
+    def run(self) -> list[str]:
+        data, mode, times = self.written.data(self.max_bytes)
+        try:
+            own, own_mode = _read_own(self.folder, self.max_bytes)
+        except FileNotFoundError:
+            own, own_mode = self.own_before or b"", 0
+        saved = index.save_change(_text(self.read), _text(data), _text(own))
+        merged = saved.own.encode("utf-8", "surrogateescape")
+        kept = self.written.as_is(self.folder, self.keep) if merged == data else None
+        if kept is None:
+            _check_size(len(merged), self.max_bytes)  # another writer's lines added
+            kept = self._land(merged, mode or own_mode or staging.FILE_MODE, times)
+            self.written.replaced()
+        before = state.load_hidden_lines(self.state_dir, self.slug)
+        texts = [_text(body) for body in self._others()]
+        after = index.hidden_after(before, saved, texts)
+        if after != before:
+            state.save_hidden_lines(self.state_dir, self.slug, after)
+        self.hidden = after
+        return self.keep.view_paths(kept) if self.keep is not None else []
+
+    def _land(self, merged: bytes, mode: int, times: tuple[int, int] | None) -> list[str]:
+        stage = staging.Stage(self.folder, MEMORY, initial_fd=None, mode=mode)
+        try:
+            stage.write(0, merged)
+            if times is not None:
+                os.utime(stage.fd, ns=times)
+            stage.commit(self.keep)
+            return stage.kept if self.keep is not None else []
+        finally:
+            stage.abort()
+
+    def _others(self) -> list[bytes]:
+        found = []
+        for root, parts, path in self.others:
+            with contextlib.suppress(OSError):  # gone since: its lines hide nothing now
+                found.append(sources.read_file(root, parts, path, self.max_bytes))
+        return found
+
+
+@dataclass
+class ReadIndex:
+    """A plan's step: the own index's bytes (``data``; None: there is none) before the
+    plan's later steps move or remove it (an editor's backup-then-write, view/indexes.py)."""
+
+    folder: staging.Place
+    max_bytes: int
+    data: bytes | None = None
+
+    def run(self) -> list[str]:
+        try:
+            self.data = _read_own(self.folder, self.max_bytes)[0]
+        except FileNotFoundError:
+            self.data = None
+        return []
+
+
+def _read_own(folder: staging.Place, limit: int) -> tuple[bytes, int]:
+    """The own MEMORY.md's bytes and mode; FileNotFoundError when there is none."""
+    fd = _open_in(folder, MEMORY)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise FileNotFoundError(errno.ENOENT, f"not a regular file: {MEMORY}")
+        _check_size(st.st_size, limit)
+        return _read_all(fd), stat.S_IMODE(st.st_mode)
+    finally:
+        os.close(fd)
+
+
+def _open_in(folder: staging.Place, name: str) -> int:
+    dir_fd = staging.open_dir(folder, create=False)
+    try:
+        return os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def _read_all(fd: int) -> bytes:
+    chunks, offset = [], 0
+    while chunk := os.pread(fd, 1 << 20, offset):
+        chunks.append(chunk)
+        offset += len(chunk)
+    return b"".join(chunks)
+
+
+def _times(st: os.stat_result) -> tuple[int, int]:
+    return (st.st_atime_ns, st.st_mtime_ns)
+
+
+def _check_size(size: int, limit: int) -> None:
+    if size > limit:
+        raise OSError(errno.EFBIG, os.strerror(errno.EFBIG))  # §7.6: it would be left out
+
+
+def _text(data: bytes) -> str:
+    return data.decode("utf-8", "surrogateescape")

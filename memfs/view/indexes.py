@@ -1,0 +1,167 @@
+"""Plans of the changes to MEMORY.md through the mount: a save lands as a change (§5.3).
+
+Layer view: imports neither pyfuse3 nor trio, and does no I/O; plans only, as writes.py
+does for every other file (its `Planner` makes the common parts of each plan).
+
+MEMORY.md shows the union of every source's index, but a writer saves the whole of what it
+read. So a save of MEMORY.md is taken as a change of the view against the version the
+writer read (`IndexChange`), and lands in the own index as that change alone
+(index_save.SaveIndex runs the rule, rules/index.py `save_change`, in the plan's worker
+call): the lines the writer added are added, the lines of the view it removed are removed
+(one that only another source holds is hidden from the union until that source changes
+it), and the rest of the own index stays as the disk holds it then, lines another writer
+added since this one read included. The own index never receives another source's lines
+because a writer saved the view they were in.
+
+Every way a save reaches MEMORY.md is planned here:
+
+* a writer's stage committed onto it (`plan_commit`: `cat >`, an editor writing in place,
+  an O_RDWR edit, a create);
+* a file renamed onto it (`plan_rename_onto`: Claude Code's temp file, `sed -i`,
+  ``os.replace``, rsync);
+* a truncate by path, or chmod and utimens (`plan_attrs`): a truncate changes the view's
+  text; the attributes are the own index's, made empty when there is none;
+* an editor's backup-then-write: MEMORY.md renamed away (`plan_move_away`, which reads the
+  own index first), then created anew. The adapter keeps what the move took
+  (`IndexChange` with ``own_before`` and the whiteouts it added): the create is the save
+  of the index, not a new one, so the own index it moved is the one the change applies to,
+  and the whiteouts the move put on the other sources' versions are lifted again.
+
+What the writer read is the adapter's to know (adapter/indexes.py): what its process last
+read through a read open of this MEMORY.md, else the view as it stands when the change is
+planned; an open for writing without O_TRUNC read what its stage starts from.
+"""
+
+from __future__ import annotations
+
+import stat
+from dataclasses import dataclass
+
+from memfs.disk import index_save, staging, steps
+from memfs.disk.index_save import FromBytes, FromFile, FromStage, ReadIndex, SaveIndex
+from memfs.disk.state import Whiteout
+from memfs.rules.tree import parent_of
+from memfs.view.versions import MEMORY, Kind
+from memfs.view.writes import (
+    RENAME_NOREPLACE,
+    Plan,
+    Planner,
+    Refused,
+    check_rename,
+    own_folder_of,
+    writable_leaf,
+)
+
+__all__ = ["MEMORY", "IndexChange", "Refused"]
+
+
+@dataclass(frozen=True)
+class IndexChange:
+    """What a save of MEMORY.md is a change against: ``read``, what its writer read; after
+    an editor moved the index away to write it anew, ``own_before``, the own index it moved
+    (taken as the own index while the disk has none), and ``lift``, the whiteouts the
+    move put on the other sources' versions."""
+
+    read: bytes
+    own_before: bytes | None = None
+    lift: frozenset[Whiteout] = frozenset()
+
+
+def plan_commit(planner: Planner, stage: staging.Stage, change: IndexChange, *, keep: bool) -> Plan:
+    """A writer's stage committed onto MEMORY.md (``keep``: the handle's first commit may
+    keep the version it replaces, §7.2)."""
+    return _plan_save(planner, FromStage(stage), change, keep=keep)
+
+
+def plan_rename_onto(planner: Planner, src: str, flags: int, change: IndexChange) -> Plan:
+    """rename(2) of ``src`` onto MEMORY.md: its bytes are the writer's save. A folder, or a
+    rename onto itself, is writes.py's."""
+    project = planner.project
+    if src == MEMORY or project.tree.is_dir(src):
+        return planner.rename(src, MEMORY, flags)
+    check_rename(project, src, MEMORY, flags)
+    leaf = writable_leaf(project, src)
+    v = leaf.version
+    assert v is not None
+    place = own_folder_of(planner.config, project, v)
+    written: index_save.Written
+    if place is not None and leaf.kind is Kind.FILE:
+        written = FromFile(place, parent_of(src)[1], bool(flags & RENAME_NOREPLACE))
+    else:  # a read-only source's head: its bytes, read in the worker
+        origin = project.origins[v.origin]
+        times = (v.atime_ns or v.mtime_ns, v.mtime_ns)
+        written = FromBytes(None, (origin.root, origin.parts, v.path), v.mode, times)
+    plan = _plan_save(planner, written, change, keep=True)
+    plan.read_again(v.origin, project.origins[v.origin], src)
+    if place is not None and leaf.kind is Kind.FILE:
+        planner._remove_others(plan, src, v)  # the old name's other versions go too
+    else:
+        planner._remove_everywhere(plan, src)
+    return plan
+
+
+def plan_attrs(
+    planner: Planner,
+    change: IndexChange,
+    *,
+    mode: int | None,
+    size: int | None,
+    times: tuple[int, int] | None,
+) -> Plan:
+    """chmod, truncate, utimens of MEMORY.md by path (a writer's handle changes its stage)."""
+    project = planner.project
+    writable_leaf(project, MEMORY)
+    asked = stat.S_IMODE(mode) if mode is not None else 0
+    if size is not None:
+        # The view's text, cut or grown (with NULs, as a truncate grows a file): a save.
+        view = change.read
+        text = view[:size] + b"\0" * (size - len(view))
+        return _plan_save(planner, FromBytes(text, mode=asked, times=times), change, keep=True)
+    own = next((v for v in project.versions(MEMORY) if v.origin == planner.own), None)
+    if own is None:
+        # The attributes are the own index's: one is made, holding no line (the view's lines
+        # stay the other sources').
+        made = FromBytes(change.read, mode=asked, times=times)
+        return _plan_save(planner, made, change, keep=False)
+    plan = planner._plan()
+    folder = planner._place(MEMORY)
+    plan.steps.append(steps.SetAttrs(folder, MEMORY, mode=mode, times=times))
+    plan.read_again(planner.own, planner._own_origin(), MEMORY)
+    return plan
+
+
+def plan_move_away(planner: Planner, dst: str, flags: int, memory: bytes) -> tuple[Plan, ReadIndex]:
+    """rename(2) of MEMORY.md (whose view is ``memory``) to ``dst``, as any rename (§7.3),
+    its first step reading the own index it moves or removes (`ReadIndex`): an editor's
+    backup-then-write writes the index anew at once, and that save applies to it."""
+    plan = planner.rename(MEMORY, dst, flags, memory=memory)
+    step = ReadIndex(planner._place(MEMORY), planner.config.limits.max_file_bytes)
+    plan.steps.insert(0, step)
+    return plan, step
+
+
+def _plan_save(
+    planner: Planner, written: index_save.Written, change: IndexChange, *, keep: bool
+) -> Plan:
+    project = planner.project
+    config = planner.config
+    plan = planner._plan()
+    step = SaveIndex(
+        written,
+        planner._place(MEMORY),
+        change.read,
+        project.documents.other_indexes(),
+        config.state_dir,
+        project.slug,
+        planner._keep(MEMORY) if keep else None,
+        config.limits.max_file_bytes,
+        own_before=change.own_before,
+    )
+    plan.steps.append(step)
+    plan.index = step
+    plan.read_again(planner.own, planner._own_origin(), MEMORY)
+    if change.lift:
+        # After the save, so that a save that fails leaves them: the other sources' indexes
+        # show again, less the lines this save hid.
+        planner._save(plan, project.whiteouts - change.lift)
+    return plan
