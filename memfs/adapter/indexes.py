@@ -7,9 +7,11 @@ A save of MEMORY.md through the mount is taken against the version its writer re
 (view/indexes.py). Writers read in one open and save through another, often from another
 thread (Node's file system calls run on a pool), so the read is kept per process (its
 thread group) and project: the body served by its last read open of that MEMORY.md
-(`IndexReads.noted`). A save then takes, in order: what its own open read (an open for
-writing without O_TRUNC starts its stage from the view: `Stages.open`), else what its
-process last read here, else the view as it stands when the change is planned.
+(`IndexReads.noted`). A save is taken against (`Stages.open`, `Stages.commit`): the view
+its open for writing opened, when that open could read it (O_RDWR without O_TRUNC: its
+stage starts from it) or appends to it; else what its process last read here; else the
+view as it stood when the writer opened MEMORY.md for writing (a rename onto MEMORY.md, a
+truncate by path: when the change is planned).
 
 Kept only as long as a save can follow the read (an agent reads the index right before it
 edits it): at most `READS_KEPT` entries and `BYTES_KEPT` bytes, each for `READ_KEEP_S`

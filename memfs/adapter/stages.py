@@ -131,9 +131,6 @@ class Stages:
         except trio.WouldBlock:
             await self._commit_lock.acquire()
 
-    def _read_by(self, f: OpenFile, project: Project) -> bytes | None:
-        return self.index_reads.read_by(f.tgid, project.slug)
-
     async def rename(self, project: Project, src: str, dst: str, flags: int, pid: int) -> None:
         """rename(2) of ``src`` to ``dst`` in ``project`` by thread ``pid`` (§7.3). Onto
         MEMORY.md it is a save of the view (§5.3); MEMORY.md moved away is kept a moment
@@ -179,6 +176,15 @@ class Stages:
         """An open for writing of ``leaf`` (its version pinned by the caller, unless
         O_TRUNC is in ``flags``): what its stage will start from."""
         f.keeps_history = True
+        view = project.memory_index() if f.key[1] == MEMORY else None
+        if view is not None:
+            # A save of MEMORY.md is a change of what its writer read (§5.3,
+            # view/indexes.py): the view it opens, when it may read it through this open
+            # (O_RDWR) or writes after it (O_APPEND); else (vim's O_WRONLY then a truncate,
+            # a shell's `>`) what its process last read here, if it did.
+            mine = flags & os.O_APPEND or (flags & os.O_RDWR and not flags & os.O_TRUNC)
+            read = None if mine else self.index_reads.read_by(f.tgid, project.slug)
+            f.index = IndexChange(view if read is None else read)
         if flags & os.O_TRUNC:
             # Nothing of the head is read: no descriptor of it is opened (closing it after
             # the commit would free the replaced inode on the request thread).
@@ -188,16 +194,8 @@ class Stages:
             # the descriptor (a flush) before writing, so the bare truncation commits only
             # at its last close, and readers never see the empty in-between file.
             f.unsaved = True
-        elif f.key[1] == MEMORY:
-            # An edit of MEMORY.md starts from the view, the union. Its save is a change of
-            # what its writer read (§5.3, view/indexes.py): that view, when it may read it
-            # through this open (O_RDWR) or writes after it (O_APPEND); else (vim's
-            # O_WRONLY, then a truncate) what its process last read, if it read here.
-            view = project.memory_index()
-            read = None if flags & (os.O_RDWR | os.O_APPEND) else self._read_by(f, project)
-            f.index = IndexChange(view if read is None else read)
-            if leaf.kind is Kind.MEMORY:
-                f.data = view
+        elif leaf.kind is Kind.MEMORY:
+            f.data = view  # an edit of the union starts from it, as the writer reads it
         # Otherwise the stage (a copy of the head) is made at the first write or truncate:
         # an editor opening read-write, or `touch`, copies nothing and leaves no temp file.
 
@@ -311,8 +309,9 @@ class Stages:
             created = self.files.pending(f.key) is f  # its name's first commit
             planner = self.planner(project)
             if f.key[1] == MEMORY:
-                # A save of the view: a change of what the writer read (§5.3). Its later
-                # commits are changes of the same read.
+                # A save of the view: a change of what the writer read (§5.3; a handle
+                # renamed onto MEMORY.md did not open it: its process's read, or the view
+                # now). Its later commits are changes of the same read.
                 f.index = f.index or self.index_reads.change(f.tgid, project)
                 plan = indexes.plan_commit(planner, stage, f.index, keep=f.keeps_history)
             else:

@@ -27,9 +27,10 @@ Every way a save reaches MEMORY.md is planned here:
   of the index, not a new one, so the own index it moved is the one the change applies to,
   and the whiteouts the move put on the other sources' versions are lifted again.
 
-What the writer read is the adapter's to know (adapter/indexes.py): what its process last
-read through a read open of this MEMORY.md, else the view as it stands when the change is
-planned; an open for writing without O_TRUNC read what its stage starts from.
+What the writer read is the adapter's to know (adapter/indexes.py): the view its open for
+writing started from when it could read it there (O_RDWR) or appends to it; else what its
+process last read through a read open of this MEMORY.md; else the view when it opened
+MEMORY.md for writing, or when the change is planned.
 """
 
 from __future__ import annotations
