@@ -178,8 +178,9 @@ class Writer:
     def _line(self) -> str:
         assert self.proc is not None
         assert self.proc.stdout is not None
-        ready, _, _ = select.select([self.proc.stdout], [], [], STEP)
-        if not ready:
+        poll = select.poll()  # not select(): the suite may hold descriptors past 1024
+        poll.register(self.proc.stdout, select.POLLIN)
+        if not poll.poll(STEP * 1000):
             pytest.fail(f"{self.pattern} writer silent for {STEP}s: {self._stderr()}")
         return self.proc.stdout.readline().decode().strip()
 
