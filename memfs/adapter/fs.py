@@ -43,7 +43,7 @@ from memfs.adapter.writing import OpenFile, OpenFiles
 from memfs.disk import procs, staging
 from memfs.disk.config import Config
 from memfs.disk.pins import Pins
-from memfs.view import writes
+from memfs.view import indexes, writes
 from memfs.view.catalog import Catalog
 from memfs.view.project import MEMORY, Kind, Leaf, Project
 
@@ -412,8 +412,12 @@ class MemFS(pyfuse3.Operations):
             raise _err(errno.EPERM)  # memfs's own: the root holds projects only
         self._writable(key)
         project = await self.projects.get(key[0])
-        times = self.stages.planner(project).times(key[1], atime, mtime) if asked else None
-        plan = self.stages.attrs_plan(project, key[1], ctx.pid, mode=mode, size=size, times=times)
+        planner = self.stages.planner(project)
+        times = planner.times(key[1], atime, mtime) if asked else None
+        if key[1] == MEMORY:  # a truncate of it is a save of the view (§5.3)
+            plan = indexes.plan_attrs(planner, mode=mode, size=size, times=times)
+        else:
+            plan = planner.set_attrs(key[1], mode=mode, size=size, times=times)
         await self.stages.run(project, plan)
         return self.shown.of(inode, key, project)
 

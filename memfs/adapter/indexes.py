@@ -10,8 +10,9 @@ thread group) and project: the body served by its last read open of that MEMORY.
 (`IndexReads.noted`). A save is taken against (`Stages.open`, `Stages.commit`): the view
 its open for writing opened, when that open could read it (O_RDWR without O_TRUNC: its
 stage starts from it) or appends to it; else what its process last read here; else the
-view as it stood when the writer opened MEMORY.md for writing (a rename onto MEMORY.md, a
-truncate by path: when the change is planned).
+view as it stood when the writer opened MEMORY.md for writing (a rename onto MEMORY.md:
+when the change is planned). A truncate by path cuts the view as it stands, and is taken
+against it (view/indexes.py).
 
 Kept only as long as a save can follow the read (an agent reads the index right before it
 edits it): at most `READS_KEPT` entries and `BYTES_KEPT` bytes, each for `READ_KEEP_S`

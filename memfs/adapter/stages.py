@@ -150,24 +150,6 @@ class Stages:
         else:
             await self.run(project, planner.rename(src, dst, flags))
 
-    def attrs_plan(
-        self,
-        project: Project,
-        path: str,
-        pid: int,
-        *,
-        mode: int | None,
-        size: int | None,
-        times: tuple[int, int] | None,
-    ) -> writes.Plan:
-        """chmod, truncate, utimens of ``path`` by thread ``pid``, by path; of MEMORY.md
-        a truncate is a save of the view (§5.3)."""
-        planner = self.planner(project)
-        if path != MEMORY:
-            return planner.set_attrs(path, mode=mode, size=size, times=times)
-        change = self.index_reads.change(procs.tgid(pid), project)
-        return indexes.plan_attrs(planner, change, mode=mode, size=size, times=times)
-
     # --- making a stage -------------------------------------------------------------
 
     async def open(

@@ -108,17 +108,17 @@ class FromFile:
 
 @dataclass
 class FromBytes:
-    """Bytes the plan names (``data``), or a source file to read them from (``src``), with
+    """Bytes the plan names (``body``), or a source file to read them from (``src``), with
     the mode (0: keep the own index's) and times asked for (None: now)."""
 
-    data_: bytes | None
+    body: bytes | None
     src: BodyRead | None = None
     mode: int = 0
     times: tuple[int, int] | None = None
 
     def data(self, limit: int) -> tuple[bytes, int, tuple[int, int] | None]:
-        if self.data_ is not None:
-            return self.data_, self.mode, self.times
+        if self.body is not None:
+            return self.body, self.mode, self.times
         assert self.src is not None
         root, parts, path = self.src
         found = sources.read_file(root, parts, path, limit + 1)
@@ -143,7 +143,7 @@ class SaveIndex:
     written: Written
     folder: staging.Place  # the own source's project folder, where MEMORY.md lands
     read: bytes
-    others: list[BodyRead]  # every other version of MEMORY.md the view shows
+    others: list[BodyRead]  # every version of MEMORY.md but the own source's
     state_dir: Path
     slug: str
     keep: staging.Keep | None
@@ -164,6 +164,8 @@ class SaveIndex:
             _check_size(len(merged), self.max_bytes)  # another writer's lines added
             kept = self._land(merged, mode or own_mode or staging.FILE_MODE, times)
             self.written.replaced()
+        # Then the lines it hid (read here, under the commit lock, so that two saves never
+        # lose each other's): if this fails, the index landed, and close() says what failed.
         before = state.load_hidden_lines(self.state_dir, self.slug)
         texts = [_text(body) for body in self._others()]
         after = index.hidden_after(before, saved, texts)

@@ -125,7 +125,7 @@ _SYNTHETIC = re.compile(r"PREAMBLE(?:-[0-9]+)?\.md")
 
 def text_of(line: str) -> str:
     """What two lines are compared by: the line without its trailing whitespace (a
-    CRLF file's '\r' included)."""
+    CRLF file's carriage return included)."""
     return line.rstrip()
 
 
@@ -161,10 +161,11 @@ def save_change(read: str, written: str, own_now: str) -> Saved:
     """
     was = _texts(read)
     now = _texts(own_now)
+    lines = _lines(written)
     kept: list[str] = []
     added: set[str] = set()
     dropped = False  # a line of `written` was left out since the last line kept
-    for line in _lines(written):
+    for line in lines:
         key = text_of(line)
         if not key:
             # A blank line: not where dropping lines would put it (see the module).
@@ -193,12 +194,8 @@ def save_change(read: str, written: str, own_now: str) -> Saved:
         for line in _lines(own_now)
         if (key := text_of(line)) and key not in was and key not in mine
     ]
-    if not kept:
-        own = ""
-    elif len(kept) == len(_lines(written)) and not dropped and kept == _lines(written):
-        own = written  # nothing dropped, nothing appended: byte for byte
-    else:
-        own = "\n".join(kept) + "\n"
+    # Nothing dropped, nothing appended: byte for byte (a final line without its newline).
+    own = written if kept == lines else "".join(f"{line}\n" for line in kept)
     removed = frozenset(key for key in was if key not in mine)
     return Saved(own, frozenset(added), removed)
 

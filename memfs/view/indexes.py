@@ -19,8 +19,8 @@ Every way a save reaches MEMORY.md is planned here:
   an O_RDWR edit, a create);
 * a file renamed onto it (`plan_rename_onto`: Claude Code's temp file, `sed -i`,
   ``os.replace``, rsync);
-* a truncate by path, or chmod and utimens (`plan_attrs`): a truncate changes the view's
-  text; the attributes are the own index's, made empty when there is none;
+* a truncate by path, or chmod and utimens (`plan_attrs`): a truncate cuts the view as it
+  stands; the attributes are the own index's, made empty when there is none;
 * an editor's backup-then-write: MEMORY.md renamed away (`plan_move_away`, which reads the
   own index first), then created anew. The adapter keeps what the move took
   (`IndexChange` with ``own_before`` and the whiteouts it added): the create is the save
@@ -30,7 +30,7 @@ Every way a save reaches MEMORY.md is planned here:
 What the writer read is the adapter's to know (adapter/indexes.py): the view its open for
 writing started from when it could read it there (O_RDWR) or appends to it; else what its
 process last read through a read open of this MEMORY.md; else the view when it opened
-MEMORY.md for writing, or when the change is planned.
+MEMORY.md for writing, or (a rename onto it) when the change is planned.
 """
 
 from __future__ import annotations
@@ -102,28 +102,25 @@ def plan_rename_onto(planner: Planner, src: str, flags: int, change: IndexChange
 
 
 def plan_attrs(
-    planner: Planner,
-    change: IndexChange,
-    *,
-    mode: int | None,
-    size: int | None,
-    times: tuple[int, int] | None,
+    planner: Planner, *, mode: int | None, size: int | None, times: tuple[int, int] | None
 ) -> Plan:
     """chmod, truncate, utimens of MEMORY.md by path (a writer's handle changes its stage)."""
     project = planner.project
     writable_leaf(project, MEMORY)
     asked = stat.S_IMODE(mode) if mode is not None else 0
     if size is not None:
-        # The view's text, cut or grown (with NULs, as a truncate grows a file): a save.
-        view = change.read
+        # A save of the view as it stands, cut (or grown with NULs, as a truncate grows a
+        # file): the writer changes that view, whatever it read before.
+        view = project.memory_index()
         text = view[:size] + b"\0" * (size - len(view))
-        return _plan_save(planner, FromBytes(text, mode=asked, times=times), change, keep=True)
+        written = FromBytes(text, mode=asked, times=times)
+        return _plan_save(planner, written, IndexChange(view), keep=True)
     own = next((v for v in project.versions(MEMORY) if v.origin == planner.own), None)
     if own is None:
         # The attributes are the own index's: one is made, holding no line (the view's lines
         # stay the other sources').
-        made = FromBytes(change.read, mode=asked, times=times)
-        return _plan_save(planner, made, change, keep=False)
+        made = FromBytes(b"", mode=asked, times=times)
+        return _plan_save(planner, made, IndexChange(b""), keep=False)
     plan = planner._plan()
     folder = planner._place(MEMORY)
     plan.steps.append(steps.SetAttrs(folder, MEMORY, mode=mode, times=times))
