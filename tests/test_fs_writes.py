@@ -952,7 +952,11 @@ async def test_unlink_of_an_own_file_removes_it(sample: Sample, notes: Path) -> 
     assert not notes.exists()
     assert await missing(ops, "notes.md")
     assert "notes.md" not in await names(ops, "")
-    assert await missing(ops, ".history/notes.md")  # an own version leaves no history
+    # The removed version is kept (§7.2), and reads back as it was.
+    kept = await names(ops, ".history/notes.md")
+    assert len(kept) == 1, kept
+    assert kept[0].startswith("claude@"), kept
+    assert await body(ops, f".history/notes.md/{kept[0]}") == NOTES.encode()
     assert read_only_trees(sample) == before
 
 

@@ -408,7 +408,7 @@ class MemFS(pyfuse3.Operations):
             raise _err(errno.EPERM)  # memfs's own: the root holds projects only
         self._writable(key)
         project = await self.projects.get(key[0])
-        planner = self.stages.planner(project)
+        planner = self.stages.planner(project, ctx.pid)
         times = planner.times(key[1], atime, mtime) if asked else None
         memory = project.memory_index() if key[1] == MEMORY else None
         plan = planner.set_attrs(key[1], mode=mode, size=size, times=times, memory=memory)
@@ -427,7 +427,7 @@ class MemFS(pyfuse3.Operations):
             # A file still being written: it never lands (its stage goes at release).
             await self._gone(key)
             return
-        planner = self.stages.planner(project)
+        planner = self.stages.planner(project, ctx.pid)
         left_out = project.tree.leaf(key[1]) is None and project.left_out_in(planner.own, key[1])
         plan = planner.unlink_left_out(key[1]) if left_out else planner.unlink(key[1])
         await self.stages.run(project, plan)
@@ -456,7 +456,9 @@ class MemFS(pyfuse3.Operations):
         else:
             self._writable(key)
             project = await self.projects.get(key[0])
-            await self.stages.run(project, self.stages.planner(project).mkdir(key[1], wanted))
+            await self.stages.run(
+                project, self.stages.planner(project, ctx.pid).mkdir(key[1], wanted)
+            )
         ino = self.inodes.number(key)
         self.inodes.looked_up(ino)
         return self.shown.of(ino, key, project if key[1] else None)
@@ -471,7 +473,7 @@ class MemFS(pyfuse3.Operations):
         project = await self.projects.get(key[0])
         if any(self.files.pending_names(*key)):
             raise _err(errno.ENOTEMPTY)  # a file is being created in it
-        await self.stages.run(project, self.stages.planner(project).rmdir(key[1]))
+        await self.stages.run(project, self.stages.planner(project, ctx.pid).rmdir(key[1]))
 
     @_handler
     async def rename(
@@ -503,7 +505,7 @@ class MemFS(pyfuse3.Operations):
             return
         folder = project.tree.is_dir(src[1])
         memory = project.memory_index() if src[1] == MEMORY else None
-        plan = self.stages.planner(project).rename(src[1], dst[1], flags, memory=memory)
+        plan = self.stages.planner(project, ctx.pid).rename(src[1], dst[1], flags, memory=memory)
         await self.stages.run(project, plan)
         if src != dst:
             # What stood at ``dst`` is replaced: its writers' bytes never commit over the

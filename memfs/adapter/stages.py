@@ -73,8 +73,9 @@ class Stages:
 
     # --- the one way down -----------------------------------------------------------
 
-    def planner(self, project: Project) -> writes.Planner:
-        return writes.Planner.of(self.config, self.catalog, project)
+    def planner(self, project: Project, who: int = 0) -> writes.Planner:
+        """The planner of a change to ``project`` that process ``who`` asked for."""
+        return writes.Planner.of(self.config, self.catalog, project, who)
 
     async def run(
         self, project: Project, plan: writes.Plan, *, void: Callable[[], bool] | None = None
@@ -254,7 +255,7 @@ class Stages:
                 stage.truncate(0)
             stage.dirty = True
             created = self.files.pending(f.key) is f  # its name's first commit
-            plan = self.planner(project).commit(
+            plan = self.planner(project, f.pid).commit(
                 stage, f.key[1], keep=f.keeps_history, created=created
             )
             # A rename onto its name or an unlink may run while this commit waits for the
