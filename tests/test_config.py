@@ -60,7 +60,7 @@ def test_defaults_without_a_config_file(tmp_path: Path) -> None:
     assert config.home == fh.home
     assert config.state_dir == cfg.state_dir(fh.env)
     assert config.preamble == PreambleSettings(budget=8192, newest=3, file_cap=4096, index_max=50)
-    assert config.limits == Limits(max_file_bytes=1 << 20, handoff_versions=20)
+    assert config.limits == Limits(max_file_bytes=1 << 20, versions=20, history_bytes=32 << 20)
 
 
 def test_explicit_missing_config_file_is_refused(tmp_path: Path) -> None:
@@ -202,7 +202,8 @@ index_max = 10
 
 [limits]
 max_file_bytes = 1000
-handoff_versions = 5
+versions = 5
+history_bytes = 4096
 """
 
 
@@ -224,7 +225,13 @@ def test_valid_config_file(tmp_path: Path) -> None:
     assert abs_.root == Path("/srv/mem")
     assert abs_.tail == ("a", "b")
     assert config.preamble == PreambleSettings(budget=4096, newest=2, file_cap=1024, index_max=10)
-    assert config.limits == Limits(max_file_bytes=1000, handoff_versions=5)
+    assert config.limits == Limits(max_file_bytes=1000, versions=5, history_bytes=4096)
+
+
+def test_handoff_versions_is_the_old_name_of_versions(tmp_path: Path) -> None:
+    fh = fake_home(tmp_path)
+    write_config(fh, SOURCE + "[limits]\nhandoff_versions = 7\n")
+    assert cfg.load(fh.env).limits.versions == 7
 
 
 def test_explicit_config_path_wins(tmp_path: Path) -> None:
@@ -264,6 +271,9 @@ SOURCE = '[[source]]\nname = "a"\npath = "~/a/{slug}"\n'
         (SOURCE + "[preamble]\nindex_max = true\n", "preamble.index_max"),
         (SOURCE + "[limits]\nmax_file_bytes = 0\n", "limits.max_file_bytes"),
         (SOURCE + "[limits]\nhandoff_versions = -3\n", "limits.handoff_versions"),
+        (SOURCE + "[limits]\nversions = -1\n", "limits.versions"),
+        (SOURCE + "[limits]\nhistory_bytes = -1\n", "limits.history_bytes"),
+        (SOURCE + "[limits]\nversions = 3\nhandoff_versions = 3\n", "limits.handoff_versions"),
         ("preamble = 3\n" + SOURCE, "preamble"),
         ("limits = []\n" + SOURCE, "limits"),
     ],

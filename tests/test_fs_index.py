@@ -110,7 +110,7 @@ async def test_claude_codes_edit_adds_its_line_to_the_own_index_alone(sample: Sa
     # The own index holds its lines and the new one, not a copy of work's.
     assert (sample.own / "MEMORY.md").read_bytes() == OWN_MEMORY.encode() + NEW
     assert await read_as(ops, CTX) == OWN_MEMORY.encode() + NEW + b"- [B](b.md)\n"
-    assert sorted(os.listdir(sample.own)) == ["MEMORY.md", "a.md"]
+    assert sorted(os.listdir(sample.own)) == [".history", "MEMORY.md", "a.md"]  # §7.2
     assert read_only_trees(sample) == before
     # work drops B: the union drops it too, nothing of it stayed in the own index.
     write(sample.work / "MEMORY.md", "- [A](a.md)\n", at(50))
@@ -292,7 +292,7 @@ async def test_an_editors_backup_then_write_saves_the_index_it_moved(sample: Sam
     assert (sample.own / "MEMORY.md").read_bytes() == OWN_MEMORY.encode() + NEW
     # work's index shows again: the move's whiteouts went with the save.
     assert await read_as(ops, CTX) == OWN_MEMORY.encode() + NEW + b"- [B](b.md)\n"
-    assert sorted(os.listdir(sample.own)) == ["MEMORY.md", "a.md"]
+    assert sorted(os.listdir(sample.own)) == [".history", "MEMORY.md", "a.md"]  # §7.2
 
 
 async def test_claude_codes_index_backfill_never_links_the_preamble(sample: Sample) -> None:
@@ -310,7 +310,7 @@ async def test_claude_codes_index_backfill_never_links_the_preamble(sample: Samp
     await ok(ops, ops.unlink(project.st_ino, temp.encode(), CTX))
     own = sample.own.parent.parent / slug / "memory"
     assert (own / "MEMORY.md").read_bytes() == b"# Memory\n- [Notes](notes.md)\n"
-    assert sorted(os.listdir(own)) == ["MEMORY.md"]
+    assert sorted(os.listdir(own)) == [".history", "MEMORY.md"]  # the temp file's (§7.2)
 
 
 def test_state_folder_keeps_hidden_lines_private(tmp_path: Path) -> None:

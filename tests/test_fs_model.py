@@ -64,12 +64,12 @@ OPS = int(os.environ.get("MEMFS_MODEL_OPS", "1500"))
 OWN = "claude"
 READ_ONLY = ("work", "pi")  # config order: ties in mtime go to work
 FOLDERS = ("", "sub", "n0")
-HANDOFF = "handoff-a_20260101.md"  # its replaced versions are kept (§7.2)
+HANDOFF = "handoff-a_20260101.md"
 NAMES = ("f0.md", "f1.md", HANDOFF)
 PATHS = tuple(f"{d}/{n}" if d else n for d in FOLDERS for n in NAMES)
 DISK_FOLDERS = ("", "sub")  # where agents writing directly on disk put their files
 MODES = (0o600, 0o640, 0o644, 0o664)
-KEEP_LAST = 3  # [limits] handoff_versions: small, so pruning happens
+KEEP_LAST = 3  # [limits] versions: small, so pruning happens
 MAX_WRITERS = 4
 # The whole view is compared every FULL_EVERY steps (and after each change on disk); in
 # between, what the step touched (each full comparison costs ~150 handler calls).
@@ -130,7 +130,7 @@ class Model:
     ro_dirs: dict[str, set[str]] = field(default_factory=lambda: {s: set() for s in READ_ONLY})
     whiteouts: set[tuple[str, str, int]] = field(default_factory=set)
     writers: dict[int, Writer] = field(default_factory=dict)  # fh -> writer
-    # handoff path -> the versions memfs kept in the own source's .history/<path>/
+    # path -> the versions memfs kept in the own source's .history/<path>/
     kept: dict[str, dict[str, File]] = field(default_factory=dict)
 
     def head(self, path: str) -> tuple[str, File] | None:
@@ -199,10 +199,10 @@ class Model:
                 self.whiteouts.add((path, source, f.mtime_ns))
 
     def keep(self, path: str, mtime_ns: int) -> None:
-        """A handoff's own version is about to be replaced or removed: memfs keeps it as
+        """An own version is about to be replaced or removed: memfs keeps it as
         ``.history/<path>/<own>@<UTC of its mtime>.md`` (``~N`` within one second), the
-        last KEEP_LAST of them."""
-        if name_of(path) != HANDOFF or path not in self.own:
+        last KEEP_LAST of them (the project's bytes for history are far from spent)."""
+        if path not in self.own:
             return
         kept = self.kept.setdefault(path, {})
         base = f"{OWN}@{history_stamp(mtime_ns)}"
@@ -214,7 +214,7 @@ class Model:
         self.own_dirs |= {"/".join(parts[: i + 1]) for i in range(len(parts))}
 
     def own_files(self) -> dict[str, File]:
-        """Every file the own source holds: the versions, then the kept handoff versions."""
+        """Every file the own source holds: the versions, then the kept versions."""
         files = dict(self.own)
         for path, kept in self.kept.items():
             files |= {f".history/{path}/{name}": f for name, f in kept.items()}
@@ -588,7 +588,7 @@ class Run:
             version = await self.kernel.lookup(found.st_ino, name, OBSERVER)
             self.expect(stat.S_IMODE(version.st_mode) == 0o444, f"{path}/{name} is writable")
             got = await self.kernel.read(version.st_ino)
-            self.expect(got == data, f"history {path}/{name} reads {got!r}")
+            self.expect(got == data, f"history {path}/{name} reads {got!r}, not {data!r}")
 
     async def settle(self) -> None:
         """Wait until memfs has absorbed a change made on disk: the view matches the model,
@@ -752,7 +752,7 @@ class Run:
         return (self.disk.folder(OWN) / path).stat().st_mtime_ns
 
     def keep(self, path: str) -> None:
-        """Before memfs replaces or removes ``path``: what it will keep, if a handoff."""
+        """Before memfs replaces or removes ``path``: what it will keep."""
         if path in self.model.own:
             self.model.keep(path, self.own_mtime(path))
 
@@ -877,8 +877,7 @@ class Run:
         head = m.head(path)
         assert head is not None
         old = head[1]
-        # A truncate of a handoff: whether it keeps the version is not the contract's to say.
-        what = self.rng.choice(["mode", "times"] + ([] if name_of(path) == HANDOFF else ["size"]))
+        what = self.rng.choice(["mode", "times", "size"])
         attrs = pyfuse3.EntryAttributes()
         fields = SetattrFields()
         new = File(old.data, old.mtime_ns, old.mode)
@@ -898,6 +897,8 @@ class Run:
             fields.update_atime = fields.update_mtime = True
         self.note(f"setattr {path} {what}: {new.mode:o} {len(new.data)} {new.mtime_ns}", path)
         ino = (await self.kernel.find(path, WRITER)).st_ino
+        if what == "size" and len(new.data) != len(old.data):
+            self.keep(path)  # a truncate that changes the bytes replaces the version
         await self.kernel.call(self.ops.setattr(ino, attrs, fields, None, WRITER))
         m.own[path] = new  # a read-only head is copied up first
         if folder_of(path):
@@ -1000,7 +1001,7 @@ name = "pi"
 path = "~/.pi/agent/memory/{{slug}}"
 
 [limits]
-handoff_versions = {KEEP_LAST}
+versions = {KEEP_LAST}
 """
 
 

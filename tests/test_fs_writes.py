@@ -61,7 +61,7 @@ from helpers import (
 
 from memfs.adapter.fs import ROOT_INODE, MemFS
 from memfs.disk import config as cfg
-from memfs.disk import procs, staging
+from memfs.disk import journal, procs, staging
 from memfs.disk.sources import STAGE_PREFIX
 from memfs.view.project import history_stamp
 
@@ -953,8 +953,45 @@ async def test_unlink_of_an_own_file_removes_it(sample: Sample, notes: Path) -> 
     assert not notes.exists()
     assert await missing(ops, "notes.md")
     assert "notes.md" not in await names(ops, "")
-    assert await missing(ops, ".history/notes.md")  # an own version leaves no history
+    # The removed version is kept (§7.2), and reads back as it was.
+    kept = await names(ops, ".history/notes.md")
+    assert len(kept) == 1, kept
+    assert kept[0].startswith("claude@"), kept
+    assert await body(ops, f".history/notes.md/{kept[0]}") == NOTES.encode()
     assert read_only_trees(sample) == before
+
+
+@pytest.mark.usefixtures("readdir_reply")
+async def test_each_change_keeps_the_version_it_replaces_and_is_journaled(
+    sample: Sample, notes: Path
+) -> None:
+    ops = sample.ops
+    # O_TRUNC rewrite, truncate by path, a rename onto: each keeps the version before.
+    await write_file(ops, "notes.md", b"second\n")
+    await chattr(ops, "notes.md", size=3)
+    fh, _ = await create(ops, "notes.md.tmp.1.0123456789ab")
+    assert await ok(ops, ops.write(fh, 0, b"fourth\n")) == 7
+    await close(ops, fh)
+    await rename(ops, "notes.md.tmp.1.0123456789ab", "notes.md")
+    kept = await names(ops, ".history/notes.md")
+    bodies = sorted([await body(ops, f".history/notes.md/{k}") for k in kept])
+    assert bodies == sorted([NOTES.encode(), b"second\n", b"sec"])
+    assert await body(ops, "notes.md") == b"fourth\n"
+    assert not (sample.own / ".history" / "notes.md.tmp.1.0123456789ab").exists()
+    changes = journal.read(ops.config.state_dir)
+    assert [(c.what, c.path, c.to) for c in changes] == [
+        ("rename", "notes.md.tmp.1.0123456789ab", "notes.md"),
+        ("create", "notes.md.tmp.1.0123456789ab", ""),
+        ("truncate", "notes.md", ""),
+        ("write", "notes.md", ""),
+    ]
+    assert [(c.before, c.after) for c in changes] == [(7, 7), (None, 7), (7, 3), (6, 7)]
+    assert all(
+        c.kept.startswith(".history/notes.md/claude@")
+        for c in changes
+        if c.to or c.what != "create"
+    )
+    assert {c.pid for c in changes} == {CTX.pid}
 
 
 @pytest.mark.usefixtures("readdir_reply")

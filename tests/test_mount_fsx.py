@@ -36,7 +36,7 @@ MAX_SIZE = 48 << 10  # bytes: files stay well under max_file_bytes (1 MiB)
 MAX_WRITE = 6 << 10
 HISTORY = 8  # operations shown before a failing one
 HANDOFF = "handoff-fsx_20260101.md"
-HANDOFF_VERSIONS = 20  # the default of [limits] handoff_versions
+HANDOFF_VERSIONS = 20  # the default of [limits] versions
 PLAIN = "plain.md"
 COPIED = "copied.md"  # only the work source has it: copied up at the first change
 

@@ -300,7 +300,8 @@ def test_every_way_of_saving_lands_the_change_alone(
     assert WORK[6] not in shown
     assert len(shown) == len(set(shown)) == 59 + 3 + 59
     assert work.read_bytes() == work_before
-    leftovers = [n for n in os.listdir(own.parent) if n not in ("MEMORY.md", "own-1.md")]
+    kept = (".history", "MEMORY.md", "own-1.md")  # .history: the versions replaced (§7.2)
+    leftovers = [n for n in os.listdir(own.parent) if n not in kept]
     assert leftovers == []
 
 
@@ -354,6 +355,6 @@ def test_claude_codes_index_backfill_in_a_new_project_never_links_the_preamble(
     assert done.returncode == 0, done.stderr
     assert done.stdout == "EPERM\n# Memory\n- [Notes](notes.md) - what was learnt\n"
     own = sandbox.source("personal").folder(slug)
-    assert sorted(os.listdir(own)) == ["MEMORY.md"]
+    assert sorted(os.listdir(own)) == [".history", "MEMORY.md"]  # the temp file's (§7.2)
     assert (own / "MEMORY.md").read_text() == "# Memory\n- [Notes](notes.md) - what was learnt\n"
     assert b"PREAMBLE" not in sandbox.out("cat", sandbox.mnt(slug, "MEMORY.md"))

@@ -56,6 +56,7 @@ def test_state_folder_log_and_whiteouts_are_private(sandbox: Sandbox, mounts: Mo
     assert errno_of(os.stat, sandbox.mnt(SLUG, "deploys.md")) is not None
     assert modes(sandbox.state_dir) == {
         ".": 0o700,
+        "journal.jsonl": 0o600,  # the change journal (§7.2): names deleted files too
         "memfs.log": 0o600,
         "whiteouts": 0o700,
         f"whiteouts/{SLUG}.json": 0o600,

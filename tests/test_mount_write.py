@@ -452,6 +452,7 @@ def test_every_client_commits_an_atomic_replace(sandbox: Sandbox, rw: Writes) ->
     # No temp file of any client is left in the view or on disk.
     names = on_disk_names(rw.own())
     assert names == {
+        ".history",  # the versions the clients replaced (§7.2)
         "MEMORY.md",
         "architecture.md",
         "claude-new.md",
@@ -462,7 +463,6 @@ def test_every_client_commits_an_atomic_replace(sandbox: Sandbox, rw: Writes) ->
         "touched.md",
     }, names
     assert set(os.listdir(mnt())) == names | {
-        ".history",
         "PREAMBLE.md",
         "deploys.md",
         "empty-dir",
@@ -539,8 +539,11 @@ def test_write_to_a_readonly_head_copies_it_up(sandbox: Sandbox, rw: Writes) -> 
     assert read(rw.own("MEMORY.md")) == own + b"- [Ops](topics/ops.md)\n"
     assert read(mnt("MEMORY.md")) == own + b"- [Ops](topics/ops.md)\n" + union[len(own) :]
     assert stages(rw.own_root) == []
-    # The own source never got a copy of a history entry: history stays computed.
-    assert not rw.own(".history").exists()
+    # The own source never got a copy of another source's version: history stays
+    # computed; what it keeps are its own replaced versions (§7.2).
+    kept = [f.name for f in rw.own(".history").rglob("*") if f.is_file()]
+    assert kept, "the replaced own MEMORY.md is kept"
+    assert all(name.startswith("personal@") for name in kept), kept
 
 
 # --- §7.2: handoffs keep the versions they replace --------------------------------
@@ -548,7 +551,7 @@ def test_write_to_a_readonly_head_copies_it_up(sandbox: Sandbox, rw: Writes) -> 
 
 def test_handoff_keeps_the_last_versions_it_replaced(sandbox: Sandbox, rw: Writes) -> None:
     build(sandbox)
-    sandbox.write_config(limits={"handoff_versions": 3})
+    sandbox.write_config(limits={"versions": 3})
     rw.mount()
     mnt = rw.mnt
     target = mnt(HANDOFF)
@@ -602,9 +605,10 @@ def test_handoff_keeps_the_last_versions_it_replaced(sandbox: Sandbox, rw: Write
     for k in kept:
         assert read(mnt(".history", HANDOFF, k)) == read(kept_dir / k)
     assert verify(read(target)) == "v6"
-    # A file that is no handoff keeps no history.
+    # Any other file keeps what it replaced the same way (§7.2).
     sh(sandbox, 'echo one > "$1"; echo two > "$1"', mnt("plain.md"))
-    assert not rw.own(".history", "plain.md").exists()
+    (plain,) = os.listdir(rw.own(".history", "plain.md"))
+    assert read(rw.own(".history", "plain.md", plain)) == b"one\n"
 
 
 def test_handoff_versions_replaced_within_one_second_keep_the_newest(
@@ -618,7 +622,7 @@ def test_handoff_versions_replaced_within_one_second_keep_the_newest(
     (`_kept_order`) and is pruned at once: the newest replaced version is lost.
     """
     build(sandbox)
-    sandbox.write_config(limits={"handoff_versions": 3})
+    sandbox.write_config(limits={"versions": 3})
     rw.mount()
     target = rw.mnt(HANDOFF)
     clients = [PLAIN_WRITE, CLAUDE_WRITE, MKSTEMP_WRITE]
@@ -890,7 +894,7 @@ def test_memfs_killed_during_100_handoff_writes(sandbox: Sandbox, rw: Writes) ->
     build(sandbox)
     # A read-only handoff of a shared name: the own writes shadow it, it stays history.
     sandbox.write("work", SLUG, "handoff-shared0_20260101.md", body_of("work-original", 5000), 1)
-    sandbox.write_config(limits={"handoff_versions": 5})
+    sandbox.write_config(limits={"versions": 5})
     crashed = rw.mount()
     procs = start_burst(rw)
     try:
@@ -965,7 +969,7 @@ def test_sigkill_during_a_write_burst_leaves_a_dead_mount_not_a_hung_one(
     abort through fusectl frees it. Up to five bursts are tried.
     """
     build(sandbox)
-    sandbox.write_config(limits={"handoff_versions": 5})
+    sandbox.write_config(limits={"versions": 5})
     rw.freeze()
     mnt_path = str(sandbox.mountpoint)
     stuck: list[str] = []
@@ -1016,7 +1020,7 @@ def eight_writers(sandbox: Sandbox, rw: Writes, *, existing: bool) -> tuple[str,
     """Eight processes write one handoff at once, each a whole body of its own; returns
     the head's tag and the tags of the versions kept in the own source's history."""
     build(sandbox)
-    sandbox.write_config(limits={"handoff_versions": 10})
+    sandbox.write_config(limits={"versions": 10})
     if existing:
         sandbox.write("personal", SLUG, HANDOFF, body_of("original", 4000), 1)
     rw.mount()

@@ -13,9 +13,9 @@ import pytest
 from memfs.disk.pins import Pins
 
 
-def _stat(path: Path) -> tuple[int, int]:
+def _stat(path: Path) -> tuple[int, int, int]:
     st = path.stat()
-    return st.st_size, st.st_mtime_ns
+    return st.st_size, st.st_mtime_ns, st.st_ino
 
 
 def _body(fd: int) -> bytes:
@@ -70,6 +70,25 @@ def test_a_changed_file_is_reported_as_not_current(tmp_path: Path) -> None:
     fd, current = pins.open(tmp_path, (), "a.md", before)
     assert not current  # the disk holds another version than the view reports
     assert _body(fd) == b"longer now"
+    pins.close()
+
+
+def test_a_file_replaced_by_one_of_the_same_size_and_mtime_is_not_current(
+    tmp_path: Path,
+) -> None:
+    # A sync tool keeps the sender's mtime: the new file looks the same but for its inode.
+    f = tmp_path / "a.md"
+    f.write_text("one")
+    pins = Pins()
+    before = _stat(f)
+    os.close(pins.open(tmp_path, (), "a.md", before)[0])
+    other = tmp_path / "incoming"
+    other.write_text("two")
+    os.utime(other, ns=(before[1], before[1]))
+    other.replace(f)
+    fd, current = pins.open(tmp_path, (), "a.md", before)
+    assert not current
+    assert _body(fd) == b"two"
     pins.close()
 
 

@@ -176,9 +176,12 @@ def bogo_ops(output: str, stressor: str) -> int | None:
 
 
 def leftovers(folder: Path, before: set[str]) -> list[str]:
-    """Names in ``folder`` (recursively) that were not there before the run."""
+    """Names in ``folder`` (recursively) that were not there before the run, but for the
+    versions its changes kept under `.history/` (§7.2: kept on purpose)."""
     names = set()
     for parent, dirs, files in os.walk(folder):
+        if os.path.relpath(parent, folder) == ".":
+            dirs[:] = [d for d in dirs if d != ".history"]
         for name in dirs + files:
             names.add(os.path.relpath(os.path.join(parent, name), folder))
     return sorted(names - before)

@@ -38,15 +38,22 @@ def test_writes_land_in_the_own_source_and_never_in_what_memfs_serves(fh: FakeHo
     assert refusal(writes.target_folder, catalog, CLAUDE_SLUG, ".memfs-stage.x") == errno.EINVAL
 
 
-def test_only_handoffs_keep_what_they_replace(fh: FakeHome) -> None:
+def test_every_memory_file_keeps_what_it_replaces_but_writers_files_do_not(
+    fh: FakeHome,
+) -> None:
     config = fh.config()
+    project = load_project(config)
     catalog = Catalog(config)
-    keep = writes.keep_for(config, catalog, CLAUDE_SLUG, "handoff-x_20261130.md")
-    assert keep is not None
     assert config.own is not None
-    assert keep.prefix == config.own.name
-    assert keep.folder.parts[-2:] == (".history", "handoff-x_20261130.md")
-    assert writes.keep_for(config, catalog, CLAUDE_SLUG, "notes.md") is None
+    for path in ("handoff-x_20261130.md", "notes.md", "sub/deep.md", "MEMORY.md"):
+        keep = writes.keep_for(config, catalog, project, path)
+        assert keep is not None, path
+        assert keep.prefix == config.own.name
+        assert keep.last == config.limits.versions
+        assert keep.folder.parts[-2:] == (".history", *path.split("/"))[-2:], path
+    # A writer's swap or backup file and what lies under .history/ keep nothing.
+    for path in (".notes.md.swp", "notes.md~", ".history/notes.md/claude@x.md"):
+        assert writes.keep_for(config, catalog, project, path) is None, path
 
 
 def test_rename_rules(fh: FakeHome) -> None:

@@ -412,7 +412,7 @@ class MemFS(pyfuse3.Operations):
             raise _err(errno.EPERM)  # memfs's own: the root holds projects only
         self._writable(key)
         project = await self.projects.get(key[0])
-        planner = self.stages.planner(project)
+        planner = self.stages.planner(project, ctx.pid)
         times = planner.times(key[1], atime, mtime) if asked else None
         if key[1] == MEMORY:  # a truncate of it is a save of the view (§5.3)
             plan = indexes.plan_attrs(planner, mode=mode, size=size, times=times)
@@ -433,7 +433,7 @@ class MemFS(pyfuse3.Operations):
             # A file still being written: it never lands (its stage goes at release).
             await self._gone(key)
             return
-        planner = self.stages.planner(project)
+        planner = self.stages.planner(project, ctx.pid)
         left_out = project.tree.leaf(key[1]) is None and project.left_out_in(planner.own, key[1])
         plan = planner.unlink_left_out(key[1]) if left_out else planner.unlink(key[1])
         await self.stages.run(project, plan)
@@ -462,7 +462,9 @@ class MemFS(pyfuse3.Operations):
         else:
             self._writable(key)
             project = await self.projects.get(key[0])
-            await self.stages.run(project, self.stages.planner(project).mkdir(key[1], wanted))
+            await self.stages.run(
+                project, self.stages.planner(project, ctx.pid).mkdir(key[1], wanted)
+            )
         ino = self.inodes.number(key)
         self.inodes.looked_up(ino)
         return self.shown.of(ino, key, project if key[1] else None)
@@ -477,7 +479,7 @@ class MemFS(pyfuse3.Operations):
         project = await self.projects.get(key[0])
         if any(self.files.pending_names(*key)):
             raise _err(errno.ENOTEMPTY)  # a file is being created in it
-        await self.stages.run(project, self.stages.planner(project).rmdir(key[1]))
+        await self.stages.run(project, self.stages.planner(project, ctx.pid).rmdir(key[1]))
 
     @_handler
     async def rename(

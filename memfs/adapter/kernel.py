@@ -83,7 +83,7 @@ def token_of_leaf(project: Project, leaf: Leaf) -> Token:
         data = project.memory_index()
         return ("memory", len(data), hash(data))
     v = leaf.version
-    return (v.origin, v.path, v.size, v.mtime_ns)
+    return (v.origin, v.path, v.size, v.mtime_ns, v.ino)
 
 
 @dataclass(eq=False, slots=True)
@@ -145,7 +145,7 @@ class Kernel:
         if self._queued.get(f.ino):
             return False
         st = os.fstat(cached.fd)
-        if st.st_mtime_ns != v.mtime_ns or st.st_size != v.size:
+        if (st.st_mtime_ns, st.st_size, st.st_ino) != (v.mtime_ns, v.size, v.ino):
             return False
         f.fd, f.borrowed = cached.fd, True
         return True
@@ -389,7 +389,9 @@ class ReadOpens:
         v = f.version
         assert v is not None
         origin = project.origins[v.origin]
-        f.fd, current = self.pins.open(origin.root, origin.parts, v.path, (v.size, v.mtime_ns))
+        f.fd, current = self.pins.open(
+            origin.root, origin.parts, v.path, (v.size, v.mtime_ns, v.ino)
+        )
         if not current:
             self.recheck(project, v.origin, v.path)
         return current

@@ -81,8 +81,9 @@ class Stages:
 
     # --- the one way down -----------------------------------------------------------
 
-    def planner(self, project: Project) -> writes.Planner:
-        return writes.Planner.of(self.config, self.catalog, project)
+    def planner(self, project: Project, who: int = 0) -> writes.Planner:
+        """The planner of a change to ``project`` that process ``who`` asked for."""
+        return writes.Planner.of(self.config, self.catalog, project, who)
 
     async def run(
         self, project: Project, plan: writes.Plan, *, void: Callable[[], bool] | None = None
@@ -135,7 +136,7 @@ class Stages:
         """rename(2) of ``src`` to ``dst`` in ``project`` by thread ``pid`` (§7.3). Onto
         MEMORY.md it is a save of the view (§5.3); MEMORY.md moved away is kept a moment
         for the create of it that an editor's backup-then-write makes next."""
-        planner = self.planner(project)
+        planner = self.planner(project, pid)
         if dst == MEMORY and src != dst:
             change = self.index_reads.change(procs.tgid(pid), project)
             await self.run(project, indexes.plan_rename_onto(planner, src, flags, change))
@@ -289,13 +290,15 @@ class Stages:
                 stage.truncate(0)
             stage.dirty = True
             created = self.files.pending(f.key) is f  # its name's first commit
-            planner = self.planner(project)
+            planner = self.planner(project, f.pid)
             if f.key[1] == MEMORY:
                 # A save of the view: a change of what the writer read (§5.3; a handle
                 # renamed onto MEMORY.md did not open it: its process's read, or the view
                 # now). Its later commits are changes of the same read.
                 f.index = f.index or self.index_reads.change(f.tgid, project)
-                plan = indexes.plan_commit(planner, stage, f.index, keep=f.keeps_history)
+                plan = indexes.plan_commit(
+                    planner, stage, f.index, keep=f.keeps_history, created=created
+                )
             else:
                 plan = planner.commit(stage, f.key[1], keep=f.keeps_history, created=created)
             # A rename onto its name or an unlink may run while this commit waits for the

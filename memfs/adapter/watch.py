@@ -286,10 +286,14 @@ class Watcher:
                 watched.add("")
             scan = sources.scan(origin.root, origin.parts, max_bytes)
             for path in scan.dirs:
-                if path not in watched:
-                    wd = self._try_add(origin.folder / path, _FOLDER_MASK)
-                    if wd is not None:
-                        pairs.append((wd, _Folder(slug, i, path)))
+                # Every folder is watched again, not only those not known: a folder renamed
+                # keeps its watch (the kernel's is on the inode), which must name its new
+                # path now, and a folder made at the old path needs a watch of its own.
+                # inotify_add_watch of a folder watched already only returns its number.
+                wd = self._try_add(origin.folder / path, _FOLDER_MASK)
+                if wd is not None:
+                    pairs.append((wd, _Folder(slug, i, path)))
+                    if path not in watched:
                         watched.add(path)
                         added = True
             if not added:
@@ -316,9 +320,17 @@ class Watcher:
         """Trio thread: the watches a worker added are ours now; replay what they saw."""
         replay: list[Event] = []
         for wd, target in pairs:
+            before = self._targets.get(wd)
             self._targets[wd] = target
             if isinstance(target, _Folder):
-                self._folders.setdefault((id(project), target.origin), set()).add(target.path)
+                folders = self._folders.setdefault((id(project), target.origin), set())
+                # Renamed: its old path has no watch now, unless a folder made there since
+                # has one (O(watches), only when a folder was renamed).
+                renamed = isinstance(before, _Folder) and before != target
+                if renamed and before not in self._targets.values():
+                    assert isinstance(before, _Folder)
+                    folders.discard(before.path)
+                folders.add(target.path)
             replay += self._stash.pop(wd, [])
         if not self._busy:
             self._stash.clear()  # events of watches that are gone: nobody will claim them

@@ -108,6 +108,16 @@ def _parser() -> argparse.ArgumentParser:
     su = svs.add_parser("uninstall", help="remove the unit")
     su.add_argument("--now", action="store_true", help="also disable --now first")
 
+    r = cmd("restore", "put back a kept version of a file in the mount (its newest)")
+    r.add_argument("path", type=Path, help="the file in the mount, e.g. ~/memfs/here/notes.md")
+    r.add_argument("--at", default=None, help="the newest version no later than TIME (UTC)")
+
+    lg = cmd("log", "every change through the mount, newest first: what, by which process")
+    lg.add_argument("path", type=Path, nargs="?", default=None)
+    lg.add_argument("--json", action="store_true")
+    lg.add_argument("-n", type=int, default=50, help="at most N changes (0: all)")
+    lg.add_argument("--config", type=Path)
+
     a = cmd("adopt", "adopt an old account's memory into the own source (README: Adopting)")
     ads = a.add_subparsers(dest="action", metavar="ACTION", required=True)
     al = ads.add_parser("list", help="offer the other sources' folders of a project")
@@ -152,6 +162,7 @@ def _is_user_error(exc: Exception) -> bool:
         "MountError",
         "ServiceError",
         "AdoptError",
+        "HistoryError",
     )
 
 
@@ -436,6 +447,23 @@ def cmd_service(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     return 0
 
 
+def cmd_restore(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    from memfs.app import history
+
+    print(history.restore(args.path, args.at))
+    return 0
+
+
+def cmd_log(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    from memfs.app import history
+
+    if args.n < 0:
+        raise UserError(f"-n must be >= 0, got {args.n}")
+    found = history.changes(_load(args, env), args.path)
+    print(history.render(found, as_json=args.json, limit=args.n))
+    return 0
+
+
 def cmd_adopt(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     from memfs.view import adopt  # AdoptError reaches main() as a one-line user error
 
@@ -458,4 +486,6 @@ COMMANDS = {
     "demo": cmd_demo,
     "service": cmd_service,
     "adopt": cmd_adopt,
+    "restore": cmd_restore,
+    "log": cmd_log,
 }

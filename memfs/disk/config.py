@@ -61,7 +61,8 @@ class PreambleSettings:
 @dataclass(frozen=True)
 class Limits:
     max_file_bytes: int = 1 << 20
-    handoff_versions: int = 20
+    versions: int = 20  # kept per path (§7.2)
+    history_bytes: int = 32 << 20  # kept per project's own history, oldest out first
 
 
 @dataclass(frozen=True)
@@ -91,8 +92,14 @@ _SECTIONS: dict[str, dict[str, tuple[type, int]]] = {
         "file_cap": (int, 0),
         "index_max": (int, 0),
     },
-    "limits": {"max_file_bytes": (int, 1), "handoff_versions": (int, 0)},
+    "limits": {
+        "max_file_bytes": (int, 1),
+        "versions": (int, 0),
+        "history_bytes": (int, 0),
+        "handoff_versions": (int, 0),  # the old name of versions, from when only handoffs kept
+    },
 }
+_OLD_NAMES = {("limits", "handoff_versions"): "versions"}
 _SOURCE_KEYS = {"name", "path", "own"}
 
 
@@ -208,7 +215,13 @@ def _section(raw: object, name: str, path: Path) -> dict[str, int]:
             raise ConfigError(
                 f"{path}: '{name}.{key}' must be an integer >= {minimum}, got {value!r}"
             )
-        out[key] = value
+        new_name = _OLD_NAMES.get((name, key))
+        if new_name is not None and new_name in raw:
+            raise ConfigError(
+                f"{path}: '{name}.{key}' is the old name of '{name}.{new_name}'; keep only "
+                f"'{name}.{new_name}'"
+            )
+        out[new_name or key] = value
     return out
 
 

@@ -46,7 +46,8 @@ class Written(Protocol):
 
     def as_is(self, folder: staging.Place, keep: staging.Keep | None) -> list[str] | None:
         """Make these very bytes the own MEMORY.md the way a write of any file lands;
-        returns the versions kept (names), or None when they land as merged bytes do."""
+        returns the view paths of versions kept or pruned (§7.2), or None when they land
+        as merged bytes do."""
         ...
 
     def replaced(self) -> None:
@@ -160,7 +161,7 @@ class SaveIndex:
         saved = index.save_change(_text(self.read), _text(data), _text(own))
         merged = saved.own.encode("utf-8", "surrogateescape")
         kept = self.written.as_is(self.folder, self.keep) if merged == data else None
-        if kept is None:
+        if kept is None:  # merged bytes: a stage of their own, renamed over the own index
             _check_size(len(merged), self.max_bytes)  # another writer's lines added
             kept = self._land(merged, mode or own_mode or staging.FILE_MODE, times)
             self.written.replaced()
@@ -172,7 +173,7 @@ class SaveIndex:
         if after != before:
             state.save_hidden_lines(self.state_dir, self.slug, after)
         self.hidden = after
-        return self.keep.view_paths(kept) if self.keep is not None else []
+        return kept
 
     def _land(self, merged: bytes, mode: int, times: tuple[int, int] | None) -> list[str]:
         stage = staging.Stage(self.folder, MEMORY, initial_fd=None, mode=mode)

@@ -47,9 +47,9 @@ class Pins:
         return len(self._folders)
 
     def open(
-        self, root: Path, parts: Sequence[str], path: str, want: tuple[int, int]
+        self, root: Path, parts: Sequence[str], path: str, want: tuple[int, int, int]
     ) -> tuple[int, bool]:
-        """A read-only descriptor of ``root/parts/path``, and whether its (size, mtime_ns)
+        """A read-only descriptor of ``root/parts/path``, and whether its (size, mtime_ns, inode)
         is ``want``: False when the disk holds another version by now.
 
         Raises:
@@ -76,7 +76,7 @@ class Pins:
         if not stat.S_ISREG(st.st_mode):
             os.close(fd)
             raise OSError(errno.EINVAL, f"not a regular file: {path}")
-        return fd, (st.st_size, st.st_mtime_ns) == want
+        return fd, (st.st_size, st.st_mtime_ns, st.st_ino) == want
 
     def _keep(self, key: FolderKey, fd: int) -> None:
         if len(self._folders) >= self.limit:
@@ -93,9 +93,9 @@ class Pins:
             self._drop(key)
 
 
-def _open_in(folder: int, name: str) -> tuple[int, tuple[int, int]] | None:
-    """``name`` in an open folder with its (size, mtime_ns); None if it is not a regular
-    file there (any more)."""
+def _open_in(folder: int, name: str) -> tuple[int, tuple[int, int, int]] | None:
+    """``name`` in an open folder with its (size, mtime_ns, inode); None if it is not a
+    regular file there (any more)."""
     try:
         fd = os.open(name, sources.FILE_FLAGS, dir_fd=folder)
     except OSError:
@@ -104,4 +104,4 @@ def _open_in(folder: int, name: str) -> tuple[int, tuple[int, int]] | None:
     if not stat.S_ISREG(st.st_mode):
         os.close(fd)
         return None
-    return fd, (st.st_size, st.st_mtime_ns)
+    return fd, (st.st_size, st.st_mtime_ns, st.st_ino)

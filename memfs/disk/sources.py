@@ -58,6 +58,10 @@ class FileStat:
     # Shown as the view's atime; not part of equality: reading a file moves it, and that is
     # no change of the file.
     atime_ns: int = field(default=0, compare=False)
+    # The inode: a file replaced on disk by one of the same size and mtime (a sync tool
+    # keeps the sender's mtime) is still another file, whose bytes must be read again. Not
+    # part of equality, like the atime: the project's Version compares it (holdings.py).
+    ino: int = field(default=0, compare=False)
 
 
 @dataclass
@@ -198,7 +202,7 @@ _MODES: dict[int, int] = {}
 def _file_stat(path: str, st: os.stat_result, readable: bool = True) -> FileStat:
     mode = stat.S_IMODE(st.st_mode)
     mode = _MODES.setdefault(mode, mode)  # atomic under the GIL: workers call this too
-    return FileStat(path, st.st_size, st.st_mtime_ns, mode, readable, st.st_atime_ns)
+    return FileStat(path, st.st_size, st.st_mtime_ns, mode, readable, st.st_atime_ns, st.st_ino)
 
 
 def _scan_subdir(fd: int, name: str, path: str, max_bytes: int, out: Scan, depth: int) -> None:

@@ -89,13 +89,17 @@ class Keep:
     """Where a replaced version is kept: ``<folder>/<prefix>@<UTC>.md``, the last ``last``.
 
     ``path`` is the project path whose versions these are (they show at
-    ``.history/<path>/``).
+    ``.history/<path>/``). ``drop`` are other kept versions (view paths, below
+    ``project``, the own source's project folder) that go to keep the project within its
+    bytes for history (view/kept.py decides which).
     """
 
     folder: Place
     prefix: str
     last: int
     path: str = ""
+    project: Place | None = None
+    drop: tuple[str, ...] = ()
 
     def view_paths(self, names: Sequence[str]) -> list[str]:
         return [f"{history.HISTORY}/{self.path}/{name}" for name in names]
@@ -113,7 +117,7 @@ class Stage:
         self.mode = mode
         self.dirty = False
         self.dead = False  # its name was unlinked: it never commits (forget_temp)
-        self.kept: list[str] = []  # names the last commit added to or pruned from its Keep
+        self.kept: list[str] = []  # view paths the last commit kept or pruned (keep_version)
         self._dir_fd = open_dir(folder, create=True)
         self.temp = ""
         self.fd = -1
@@ -335,11 +339,14 @@ def copy_fd(src: int, dst: int) -> None:
 
 
 def keep_version(dir_fd: int, name: str, keep: Keep) -> list[str]:
-    """Hard-link the current ``name`` (if any) into ``keep`` before it is replaced.
+    """Hard-link the current ``name`` (if any) into ``keep`` before it is replaced, then
+    drop what ``keep.drop`` names.
 
-    A hard link costs no copy and makes the kept version exactly the replaced bytes.
-    Returns the names in ``keep.folder`` that came or went (the caller updates its view
-    of exactly those).
+    A hard link costs no copy and makes the kept version exactly the replaced bytes: every
+    change through the mount replaces a file by a rename (or removes its name), so nothing
+    writes into the kept inode afterwards. Where no hard link can be made (a file system
+    without them), the bytes are copied. Returns the view paths that came or went (the
+    caller updates its view of exactly those).
     """
     try:
         st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
@@ -347,6 +354,34 @@ def keep_version(dir_fd: int, name: str, keep: Keep) -> list[str]:
         return []
     if not stat.S_ISREG(st.st_mode):
         return []
+    touched = keep.view_paths(_keep_one(dir_fd, name, st, keep))
+    if keep.project is not None:
+        for view in keep.drop:
+            if _drop_kept(keep.project, view):
+                touched.append(view)
+    return touched
+
+
+def _drop_kept(project: Place, view: str) -> bool:
+    """Remove the kept version at ``view`` (``.history/<path>/<name>``) of the own project
+    folder ``project``; False if it was gone already."""
+    *folder, name = view.split("/")
+    try:
+        fd = open_dir(project.below(*folder), create=False)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    try:
+        os.unlink(name, dir_fd=fd)
+        return True
+    except FileNotFoundError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def _keep_one(dir_fd: int, name: str, st: os.stat_result, keep: Keep) -> list[str]:
+    """The link (or copy) of ``name`` into ``keep.folder``, and the pruning of its
+    versions past ``keep.last``: the names that came or went there."""
     kfd = open_dir(keep.folder, create=True)
     try:
         names = os.listdir(kfd)
@@ -368,7 +403,7 @@ def keep_version(dir_fd: int, name: str, keep: Keep) -> list[str]:
                 os.unlink(old, dir_fd=kfd)
         while target not in dropped:  # the replaced version is not older than all it keeps
             try:
-                os.link(name, target, src_dir_fd=dir_fd, dst_dir_fd=kfd, follow_symlinks=False)
+                _link_or_copy(dir_fd, name, kfd, target, st)
                 touched.append(target)
                 break
             except FileExistsError:  # made since the listing: the next number
@@ -378,6 +413,33 @@ def keep_version(dir_fd: int, name: str, keep: Keep) -> list[str]:
     finally:
         os.close(kfd)
     return touched
+
+
+def _link_or_copy(dir_fd: int, name: str, kfd: int, target: str, st: os.stat_result) -> None:
+    """``target`` in ``kfd`` becomes the file ``name`` in ``dir_fd``: a hard link, or where
+    the file system has none (EPERM, EMLINK, EXDEV, ENOTSUP), a copy with its times."""
+    try:
+        os.link(name, target, src_dir_fd=dir_fd, dst_dir_fd=kfd, follow_symlinks=False)
+        return
+    except FileExistsError:
+        raise
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.EMLINK, errno.EXDEV, errno.ENOTSUP):
+            raise
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+    src = os.open(name, flags, dir_fd=dir_fd)
+    try:
+        made = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+        new = os.open(target, made, 0o600, dir_fd=kfd)
+        try:
+            copy_fd(src, new)
+            os.fchmod(new, stat.S_IMODE(st.st_mode))
+            os.utime(new, ns=(st.st_atime_ns, st.st_mtime_ns))
+            os.fsync(new)
+        finally:
+            os.close(new)
+    finally:
+        os.close(src)
 
 
 def replace(
@@ -416,9 +478,8 @@ def remove_stale(folder: Place, names: Sequence[str]) -> int:
 
 
 def unlink(folder: Place, name: str, keep: Keep | None = None) -> list[str]:
-    """Remove ``folder/name``; with ``keep``, keep it as history first (a handoff replaced
-    by a program that unlinks and creates, as `mv` across filesystems does). Returns the
-    names that came or went in ``keep.folder``."""
+    """Remove ``folder/name``; with ``keep``, keep it as history first (§7.2). Returns the
+    view paths of kept versions that came or went (`keep_version`)."""
     fd = open_dir(folder, create=False)
     try:
         kept = keep_version(fd, name, keep) if keep is not None else []
@@ -460,7 +521,7 @@ def rename(
     """Rename within the own source, atomically; with ``noreplace``, EEXIST if taken.
 
     ``keep`` keeps the replaced target as history, as `Stage.commit` does; returns the
-    names that came or went in ``keep.folder``.
+    view paths of kept versions that came or went (`keep_version`).
     """
     kept: list[str] = []
     sfd = open_dir(src, create=False)

@@ -20,14 +20,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from memfs.disk import sources, staging
+from memfs.disk import journal, sources, staging
+from memfs.rules.history import HISTORY
 
 
 class Step(Protocol):
     """One change to the own source (or memfs's state) that a plan asks for."""
 
     def run(self) -> list[str]:
-        """Do it; returns the view paths of versions it kept or pruned (handoffs)."""
+        """Do it; returns the view paths of versions it kept or pruned (§7.2)."""
         ...
 
 
@@ -51,8 +52,7 @@ class Commit:
 
     def run(self) -> list[str]:
         self.stage.commit(self.keep, sync_folder=self.sync_folder)
-        kept = self.stage.kept if self.keep is not None else []
-        return self.keep.view_paths(kept) if self.keep is not None else []
+        return self.stage.kept if self.keep is not None else []
 
 
 @dataclass
@@ -85,7 +85,7 @@ class CopyUp:
             os.utime(stage.fd, ns=self.times)
             stage.dirty = True
             stage.commit(self.keep)
-            return self.keep.view_paths(stage.kept) if self.keep is not None else []
+            return stage.kept if self.keep is not None else []
         finally:
             stage.abort()
 
@@ -115,8 +115,7 @@ class Unlink:
     keep: staging.Keep | None
 
     def run(self) -> list[str]:
-        kept = staging.unlink(self.place, self.name, self.keep)
-        return self.keep.view_paths(kept) if self.keep is not None else []
+        return staging.unlink(self.place, self.name, self.keep)
 
 
 @dataclass
@@ -129,7 +128,7 @@ class Rename:
     noreplace: bool = False
 
     def run(self) -> list[str]:
-        kept = staging.rename(
+        return staging.rename(
             self.src,
             self.src_name,
             self.dst,
@@ -137,7 +136,6 @@ class Rename:
             noreplace=self.noreplace,
             keep=self.keep,
         )
-        return self.keep.view_paths(kept) if self.keep is not None else []
 
 
 @dataclass
@@ -201,11 +199,15 @@ def apply(
     own: tuple[int, Where] | None,
     rescan: Where | None,
     max_bytes: int,
+    change: journal.Change | None = None,
+    state_dir: Path | None = None,
 ) -> Applied:
     """Run ``steps`` in order, then stat every path they touched; never raises OSError.
 
     A failing step stops the plan, and what ran before it is still read back, so the view
-    shows the disk as it is (`Applied.error` carries the failure for the caller).
+    shows the disk as it is (`Applied.error` carries the failure for the caller). A plan
+    that ran whole journals ``change`` in ``state_dir``, with the size it left and the
+    version it kept, as found here (§7.2).
     """
     out = Applied()
     kept: list[str] = []
@@ -223,4 +225,24 @@ def apply(
     out.found = [(origin, path, st) for (origin, _, path), st in zip(todo, looks, strict=True)]
     if rescan is not None:
         out.scan = sources.scan(rescan.root, rescan.parts, max_bytes)
+    if change is not None and state_dir is not None and out.error is None:
+        _journal(change, state_dir, out.found, own[0] if own is not None else None)
     return out
+
+
+def _journal(
+    change: journal.Change,
+    state_dir: Path,
+    found: list[tuple[int, str, sources.FileStat | str | None]],
+    own: int | None,
+) -> None:
+    """Complete ``change`` with what the disk shows now, and record it."""
+    history = f"{HISTORY}/{change.target}/"
+    for origin, path, st in found:
+        if origin != own or not isinstance(st, sources.FileStat):
+            continue
+        if path == change.target and change.what not in ("unlink", "rmdir", "mkdir"):
+            change.after = st.size
+        elif path.startswith(history) and path.count("/") == history.count("/"):
+            change.kept = path  # the version kept; those pruned are gone
+    journal.record(state_dir, change)

@@ -26,11 +26,14 @@ from pathlib import Path
 from memfs.disk import sources
 from memfs.disk.config import Config
 from memfs.rules import names
+from memfs.rules.history import HISTORY
 from memfs.rules.tree import ancestors
+from memfs.view.kept import KeptVersions
 from memfs.view.versions import DIR_WHITEOUT, MEMORY, Origin, Version
 
 log = logging.getLogger(__name__)
 
+_KEPT = HISTORY + "/"
 SEEN_SLACK = 4096  # looks at vanished paths kept before they are pruned
 SEEN_KEEP_NS = 60 * 1_000_000_000  # far longer than any worker's read of the disk
 
@@ -69,6 +72,7 @@ class Holdings:
         # Paths shown though a name rule matches them: the own source's writers' files
         # (names.Way.WRITERS: rsync's `.x.AbC123`, vim's `.x.swp`), never in PREAMBLE.md.
         self._in_flight: set[str] = set()
+        self.kept = KeptVersions()  # the own source's versions under .history/ (§7.2)
 
     # --- loading and changes --------------------------------------------------------
 
@@ -181,8 +185,8 @@ class Holdings:
             key = (i, f.path)
             if (
                 v is not None
-                and (v.size, v.mtime_ns, v.mode, v.atime_ns)
-                == (f.size, f.mtime_ns, f.mode, f.atime_ns)
+                and (v.size, v.mtime_ns, v.mode, v.atime_ns, v.ino)
+                == (f.size, f.mtime_ns, f.mode, f.atime_ns, f.ino)
                 and f.readable
                 and seen.get(key, -1) <= at_ns
             ):
@@ -253,10 +257,10 @@ class Holdings:
             self.drop_version(i, f.path)
             self._leave_out(i, f.path, "unreadable")
             return
-        new = Version(i, f.path, f.size, f.mtime_ns, f.mode, f.atime_ns)
+        new = Version(i, f.path, f.size, f.mtime_ns, f.mode, f.atime_ns, f.ino)
         versions = self._versions.get(f.path)
         old = versions.get(i) if versions is not None else None
-        if versions is not None and old is not None and old == new:
+        if versions is not None and old is not None and old == new and old.ino == new.ino:
             # Known already, so the name rules let it in: no rule to check, the common case
             # of every rescan.
             if old.atime_ns != new.atime_ns:
@@ -274,6 +278,8 @@ class Holdings:
         versions = self._versions.setdefault(f.path, {})
         is_new = i not in versions
         versions[i] = new
+        if f.path.startswith(_KEPT) and self._is_own(i):
+            self.kept.put(f.path, f.size, f.mtime_ns)
         if is_new:
             self._count_under(f.path, +1)
         self._refresh(f.path)
@@ -285,6 +291,8 @@ class Holdings:
         if not versions or i not in versions:
             return
         del versions[i]
+        if path.startswith(_KEPT) and self._is_own(i):
+            self.kept.discard(path)
         if not versions:
             del self._versions[path]
             self._in_flight.discard(path)
@@ -438,6 +446,15 @@ class Holdings:
             for a in [path, *ancestors(path)]:
                 under[a] += len(holders)
         assert +under == +self._under, (under, self._under)
+        own_kept = [
+            p
+            for p, vs in self._versions.items()
+            if p.startswith(_KEPT)
+            for i in vs
+            if self._is_own(i)
+        ]
+        assert len(self.kept) == len([p for p in own_kept if p.count("/") > 1]), own_kept
+        self.kept._check()
 
 
 # names.path_reason runs every rule's regex on every component (tens of µs a path); looks

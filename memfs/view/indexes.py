@@ -68,10 +68,13 @@ class IndexChange:
     lift: frozenset[Whiteout] = frozenset()
 
 
-def plan_commit(planner: Planner, stage: staging.Stage, change: IndexChange, *, keep: bool) -> Plan:
-    """A writer's stage committed onto MEMORY.md (``keep``: the handle's first commit may
-    keep the version it replaces, §7.2)."""
-    return _plan_save(planner, FromStage(stage), change, keep=keep)
+def plan_commit(
+    planner: Planner, stage: staging.Stage, change: IndexChange, *, keep: bool, created: bool
+) -> Plan:
+    """A writer's stage committed onto MEMORY.md (``keep``: the handle's first commit
+    keeps the version it replaces, §7.2; ``created``: the name is new, made by it)."""
+    plan = planner._plan("create" if created else "write", MEMORY)
+    return _plan_save(planner, plan, FromStage(stage), change, keep=keep)
 
 
 def plan_rename_onto(planner: Planner, src: str, flags: int, change: IndexChange) -> Plan:
@@ -92,7 +95,8 @@ def plan_rename_onto(planner: Planner, src: str, flags: int, change: IndexChange
         origin = project.origins[v.origin]
         times = (v.atime_ns or v.mtime_ns, v.mtime_ns)
         written = FromBytes(None, (origin.root, origin.parts, v.path), v.mode, times)
-    plan = _plan_save(planner, written, change, keep=True)
+    plan = planner._plan("rename", src, MEMORY)
+    _plan_save(planner, plan, written, change, keep=True)
     plan.read_again(v.origin, project.origins[v.origin], src)
     if place is not None and leaf.kind is Kind.FILE:
         planner._remove_others(plan, src, v)  # the old name's other versions go too
@@ -108,20 +112,21 @@ def plan_attrs(
     project = planner.project
     writable_leaf(project, MEMORY)
     asked = stat.S_IMODE(mode) if mode is not None else 0
+    what = "truncate" if size is not None else "chmod" if mode is not None else "times"
+    plan = planner._plan(what, MEMORY)
     if size is not None:
         # A save of the view as it stands, cut (or grown with NULs, as a truncate grows a
         # file): the writer changes that view, whatever it read before.
         view = project.memory_index()
         text = view[:size] + b"\0" * (size - len(view))
         written = FromBytes(text, mode=asked, times=times)
-        return _plan_save(planner, written, IndexChange(view), keep=True)
+        return _plan_save(planner, plan, written, IndexChange(view), keep=True)
     own = next((v for v in project.versions(MEMORY) if v.origin == planner.own), None)
     if own is None:
         # The attributes are the own index's: one is made, holding no line (the view's lines
         # stay the other sources').
         made = FromBytes(b"", mode=asked, times=times)
-        return _plan_save(planner, made, IndexChange(b""), keep=False)
-    plan = planner._plan()
+        return _plan_save(planner, plan, made, IndexChange(b""), keep=False)
     folder = planner._place(MEMORY)
     plan.steps.append(steps.SetAttrs(folder, MEMORY, mode=mode, times=times))
     plan.read_again(planner.own, planner._own_origin(), MEMORY)
@@ -139,11 +144,17 @@ def plan_move_away(planner: Planner, dst: str, flags: int, memory: bytes) -> tup
 
 
 def _plan_save(
-    planner: Planner, written: index_save.Written, change: IndexChange, *, keep: bool
+    planner: Planner,
+    plan: Plan,
+    written: index_save.Written,
+    change: IndexChange,
+    *,
+    keep: bool,
 ) -> Plan:
+    """``plan`` (made by ``planner``, journaled as what the writer did) saving ``written``
+    as MEMORY.md, a change against ``change``."""
     project = planner.project
     config = planner.config
-    plan = planner._plan()
     step = SaveIndex(
         written,
         planner._place(MEMORY),

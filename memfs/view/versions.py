@@ -44,6 +44,9 @@ class Version:
     mtime_ns: int
     mode: int = 0o644  # permission bits
     atime_ns: int = field(default=0, compare=False)  # shown, never compared (see FileStat)
+    # Another inode is another version, whatever its size and mtime: Holdings and the
+    # kernel's tokens ask for it; equality does not (a version stands for what it shows).
+    ino: int = field(default=0, compare=False)
 
 
 class Kind(enum.Enum):

@@ -27,16 +27,18 @@ import stat
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from memfs.disk import sources, staging, state, steps
+from memfs.disk import journal, sources, staging, state, steps
 from memfs.disk.config import Config
 from memfs.disk.index_save import SaveIndex
 from memfs.disk.staging import RENAME_NOREPLACE
 from memfs.disk.steps import Applied, Step  # by name: in Plan's body, steps is its field
-from memfs.rules import history, names, preamble
+from memfs.rules import history, names
 from memfs.rules.history import in_history
 from memfs.rules.tree import ancestors, parent_of
 from memfs.view.catalog import Catalog, is_project_name
+from memfs.view.holdings import cached_path_rule
 from memfs.view.project import PREAMBLE, Kind, Leaf, Origin, Project, Version
 
 __all__ = ["RENAME_EXCHANGE", "RENAME_NOREPLACE", "Plan", "Refused", "in_history"]
@@ -72,6 +74,8 @@ class Plan:
     rescan: int | None = None
     dirs: list[tuple[int, str, bool]] = field(default_factory=list)
     own: int | None = None  # the own origin, where kept versions land
+    change: journal.Change | None = None  # what the journal records once it ran (§7.2)
+    state_dir: Path | None = None
     index: SaveIndex | None = None
 
     def read_again(self, origin: int, place: Origin, path: str) -> None:
@@ -93,6 +97,8 @@ class Plan:
             own=(self.own, where[self.own]) if self.own is not None else None,
             rescan=rescan,
             max_bytes=max_bytes,
+            change=self.change,
+            state_dir=self.state_dir,
         )
 
 
@@ -142,15 +148,37 @@ def target_folder(catalog: Catalog, slug: str, path: str) -> staging.Place:
     return place.below(*sources.split(folder))
 
 
-def keep_for(config: Config, catalog: Catalog, slug: str, path: str) -> staging.Keep | None:
-    """Handoffs keep the version a write replaces (§7.2), in the own source under
-    ``.history/<path>/<own>@<UTC>.md``; other files keep nothing."""
+def keeps_versions(path: str) -> bool:
+    """Whether the versions of ``path`` that a change replaces or removes are kept (§7.2):
+    every memory file's; not a writer's own temporary, swap or backup file (a rule of
+    names.py matches it, or Claude Code's temp name), whose versions are not memory and
+    would crowd out the project's bytes for history."""
+    if in_history(path) or is_temp_name(parent_of(path)[1]):
+        return False
+    return cached_path_rule(path) is None
+
+
+def keep_for(config: Config, catalog: Catalog, project: Project, path: str) -> staging.Keep | None:
+    """Where the version of ``path`` a change replaces or removes is kept (§7.2): the own
+    source's ``.history/<path>/<own>@<UTC>.md``, the last ``versions`` of it, and the
+    oldest kept versions of the project that must go so that the project stays within
+    ``history_bytes`` (view/kept.py)."""
     own = config.own
-    place = catalog.own_place(slug)
-    if own is None or place is None or not preamble.is_handoff(parent_of(path)[1]):
+    place = catalog.own_place(project.slug)
+    if own is None or place is None or not keeps_versions(path):
         return None
+    limits = config.limits
+    replaced = next(
+        (
+            v.size
+            for v in project.versions(path)
+            if project.origins[v.origin].source == config.own_index
+        ),
+        0,
+    )
+    drop = project.kept.over_budget(path, replaced, limits.history_bytes) if replaced else []
     folder = place.below(history.HISTORY, *sources.split(path))
-    return staging.Keep(folder, own.name, config.limits.handoff_versions, path)
+    return staging.Keep(folder, own.name, limits.versions, path, place, tuple(drop))
 
 
 def own_folder_of(config: Config, project: Project, v: Version) -> staging.Place | None:
@@ -227,16 +255,20 @@ def check_pending_rename(project: Project, src: str, dst: str, flags: int, *, ta
 class Planner:
     """Plans for one project's changes; ``own`` is the own source's origin in it."""
 
-    def __init__(self, config: Config, catalog: Catalog, project: Project, own: int) -> None:
+    def __init__(
+        self, config: Config, catalog: Catalog, project: Project, own: int, who: int = 0
+    ) -> None:
         self.config = config
         self.catalog = catalog
         self.project = project
         self.own = own
+        self.who = who  # the process asking (FUSE names its thread): the journal says so
 
     @classmethod
-    def of(cls, config: Config, catalog: Catalog, project: Project) -> Planner:
-        """The planner of ``project``'s changes, its own source's canonical folder
-        registered in it (empty) if new. Raises Refused (EROFS) with no own source."""
+    def of(cls, config: Config, catalog: Catalog, project: Project, who: int = 0) -> Planner:
+        """The planner of ``project``'s changes asked for by process ``who``, its own
+        source's canonical folder registered in it (empty) if new. Raises Refused (EROFS)
+        with no own source."""
         place = catalog.own_place(project.slug)
         own = config.own_index
         if place is None or own is None:
@@ -245,16 +277,28 @@ class Planner:
         found = project.origin_index(origin)
         if found is None:
             found = project.add_origin(origin, sources.Scan(exists=False))
-        return cls(config, catalog, project, found)
+        return cls(config, catalog, project, found, who)
 
-    def _plan(self) -> Plan:
-        return Plan(self.project.slug, own=self.own, origins={self.own: self._own_origin()})
+    def _plan(self, what: str | None = None, path: str = "", to: str = "") -> Plan:
+        """An empty plan; with ``what``, one the journal records as that change of
+        ``path`` (to ``to``, a rename's), its size before as the view shows it."""
+        plan = Plan(self.project.slug, own=self.own, origins={self.own: self._own_origin()})
+        if what is not None:
+            self._journal(plan, what, path, to)
+        return plan
+
+    def _journal(self, plan: Plan, what: str, path: str, to: str = "") -> Plan:
+        head = self.project.head(path)
+        plan.change = journal.Change(self.project.slug, path, what, self.who, to=to)
+        plan.change.before = head.size if head is not None else None
+        plan.state_dir = self.config.state_dir
+        return plan
 
     def _own_origin(self) -> Origin:
         return self.project.origins[self.own]
 
     def _keep(self, path: str) -> staging.Keep | None:
-        return keep_for(self.config, self.catalog, self.project.slug, path)
+        return keep_for(self.config, self.catalog, self.project, path)
 
     def _place(self, path: str) -> staging.Place:
         return target_folder(self.catalog, self.project.slug, path)
@@ -271,7 +315,7 @@ class Planner:
         """A staged write becomes the file at ``path`` (§7.1, §7.2). ``created``: the
         name is new, made by this stage; if it is a writer's temporary name, its folder is
         not fsynced (`is_temp_name`)."""
-        plan = self._plan()
+        plan = self._plan("create" if created else "write", path)
         sync = not (created and is_temp_name(parent_of(path)[1]))
         plan.steps.append(steps.Commit(stage, self._keep(path) if keep else None, sync))
         plan.read_again(self.own, self._own_origin(), path)
@@ -330,12 +374,13 @@ class Planner:
         folder itself (``path`` '') is the own source's folder for the project, made first
         if only other sources hold the project (`tar -x` sets the times of its `.`)."""
         project = self.project
+        what = "truncate" if size is not None else "chmod" if mode is not None else "times"
         if not path:
             if size is not None:
                 raise Refused(errno.EISDIR)
             own = self._own_origin()
             *parents, name = own.parts
-            plan = self._plan()
+            plan = self._plan(what, path)
             place = staging.Place(own.root, tuple(parents))
             plan.steps.append(steps.SetAttrs(place, name, mode=mode, times=times, make=True))
             return plan
@@ -344,7 +389,7 @@ class Planner:
                 raise Refused(errno.EISDIR)
             if self.own not in project.dir_holders(path):
                 raise Refused(errno.EPERM)  # a folder only a read-only source has
-            plan = self._plan()
+            plan = self._plan(what, path)
             folder, name = parent_of(path)
             place = _place_in(self._own_origin(), folder)
             plan.steps.append(steps.SetAttrs(place, name, mode=mode, times=times))
@@ -355,8 +400,15 @@ class Planner:
             check_size(self.config, size)
         own_place = own_folder_of(self.config, project, leaf.version)
         if own_place is None or leaf.kind is not Kind.FILE:
-            return self.copy_up(path, mode=mode, size=size, times=times)
-        plan = self._plan()
+            copy = self.copy_up(path, mode=mode, size=size, times=times)
+            return self._journal(copy, what, path)
+        if size is not None and size != leaf.version.size and keeps_versions(path):
+            # A truncate that changes the bytes replaces the version: done as a copy
+            # truncated and renamed over it, the replaced one kept (§7.2), as a write is.
+            now = time.time_ns()
+            copy = self.copy_up(path, mode=mode, size=size, times=times or (now, now))
+            return self._journal(copy, what, path)
+        plan = self._plan(what, path)
         step = steps.SetAttrs(own_place, parent_of(path)[1], mode=mode, times=times, size=size)
         plan.steps.append(step)
         plan.read_again(leaf.version.origin, project.origins[leaf.version.origin], path)
@@ -365,14 +417,14 @@ class Planner:
     def unlink(self, path: str) -> Plan:
         """Remove the own copies of ``path``; hide the read-only ones with whiteouts."""
         writable_leaf(self.project, path)
-        plan = self._plan()
+        plan = self._plan("unlink", path)
         self._remove_everywhere(plan, path)
         return plan
 
     def unlink_left_out(self, path: str) -> Plan:
         """Remove a file of the own source the view leaves out (§7.6: so that its
         folder can be removed)."""
-        plan = self._plan()
+        plan = self._plan("unlink", path)
         folder, name = parent_of(path)
         plan.steps.append(steps.Unlink(_place_in(self._own_origin(), folder), name, None))
         plan.read_again(self.own, self._own_origin(), path)
@@ -413,7 +465,7 @@ class Planner:
         check_new_name(path, folder=True)
         if project.tree.leaf(path) is not None or project.tree.is_dir(path):
             raise Refused(errno.EEXIST)
-        plan = self._plan()
+        plan = self._plan("mkdir", path)
         if self.own in project.dir_holders(path):
             # A whiteout hid it; the user wants it back.
             self._save(plan, {w for w in project.whiteouts if w[0] != path})
@@ -429,7 +481,7 @@ class Planner:
             raise Refused(errno.ENOTDIR if project.tree.leaf(path) else errno.ENOENT)
         if project.tree.has_children(path):
             raise Refused(errno.ENOTEMPTY)
-        plan = self._plan()
+        plan = self._plan("rmdir", path)
         folder, name = parent_of(path)
         for i in sorted(project.dir_holders(path)):
             origin = project.origins[i]
@@ -443,8 +495,9 @@ class Planner:
         """rename(2) on the merged view: within the own source, or a copy-up then hiding
         the old name; a folder only as a whole of the own source (else EXDEV: `mv` copies)."""
         check_rename(self.project, src, dst, flags)
-        plan = self._plan()
+        plan = self._plan("rename", src, dst)
         if src == dst:
+            plan.change = None  # rename(2) onto itself changes nothing
             return plan
         if self.project.tree.is_dir(src):
             return self._rename_dir(plan, src, dst, flags)

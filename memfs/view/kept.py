@@ -1,0 +1,93 @@
+"""The versions a project keeps in its own source's ``.history/``, and which go when the
+project's budget is spent (§7.2).
+
+Layer view: no I/O, imports neither pyfuse3 nor trio; not thread-safe (its project's owner
+changes it, from one task). `Holdings` tells it every own version under ``.history/`` that
+comes or goes, so a write asks what to prune in O(pruned · log n), never by walking the
+history folder: a project that keeps 20 versions of a thousand files holds 20,000 of them.
+
+The rule: kept versions are counted by their bytes; when keeping one more would take the
+total past ``history_bytes``, the oldest (by mtime: the replaced version's own time, which
+its hard link keeps) go first, but never the newest kept version of a path, so every file
+ever replaced or removed keeps its last version, whatever its size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sortedcontainers import SortedKeyList
+
+from memfs.rules.history import HISTORY
+
+
+@dataclass(frozen=True, slots=True)
+class KeptVersion:
+    view: str  # `.history/<path>/<name>`
+    size: int
+    mtime_ns: int
+
+    @property
+    def of(self) -> str:
+        """The path whose version this is."""
+        return self.view[len(HISTORY) + 1 :].rpartition("/")[0]
+
+
+def _age(k: KeptVersion) -> tuple[int, str]:
+    return (k.mtime_ns, k.view)
+
+
+class KeptVersions:
+    """One project's own kept versions: oldest first, their bytes, the newest of each path."""
+
+    def __init__(self) -> None:
+        self._by_age: SortedKeyList[KeptVersion, tuple[int, str]] = SortedKeyList(key=_age)
+        self._by_view: dict[str, KeptVersion] = {}
+        self._of: dict[str, SortedKeyList[KeptVersion, tuple[int, str]]] = {}
+        self.bytes = 0
+
+    def put(self, view: str, size: int, mtime_ns: int) -> None:
+        self.discard(view)
+        k = KeptVersion(view, size, mtime_ns)
+        if not k.of:
+            return  # a file right under .history/ is no version of any path
+        self._by_age.add(k)
+        self._by_view[view] = k
+        self._of.setdefault(k.of, SortedKeyList(key=_age)).add(k)
+        self.bytes += size
+
+    def discard(self, view: str) -> None:
+        k = self._by_view.pop(view, None)
+        if k is None:
+            return
+        self._by_age.remove(k)
+        siblings = self._of[k.of]
+        siblings.remove(k)
+        if not siblings:
+            del self._of[k.of]
+        self.bytes -= k.size
+
+    def __len__(self) -> int:
+        return len(self._by_view)
+
+    def over_budget(self, path: str, adding: int, budget: int) -> list[str]:
+        """The kept versions to remove so that keeping ``adding`` more bytes, a new
+        version of ``path``, stays within ``budget``: oldest first, never the newest kept
+        version of a path (the new one is ``path``'s newest from then on)."""
+        excess = self.bytes + adding - budget
+        if excess <= 0:
+            return []
+        gone: list[str] = []
+        for k in self._by_age:
+            if excess <= 0:
+                break
+            newest = self._of[k.of][-1]
+            if k is newest and k.of != path:
+                continue
+            gone.append(k.view)
+            excess -= k.size
+        return gone
+
+    def _check(self) -> None:
+        assert len(self._by_age) == len(self._by_view) == sum(map(len, self._of.values()))
+        assert self.bytes == sum(k.size for k in self._by_view.values())
