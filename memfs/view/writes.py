@@ -125,7 +125,7 @@ def target_folder(catalog: Catalog, slug: str, path: str) -> staging.Place:
         Refused: EACCES for what memfs serves read-only (§7.4), EINVAL for a name of
             memfs's own temp files, EROFS with no own source.
     """
-    if path == PREAMBLE or in_history(path):
+    if path == PREAMBLE or preamble.sized_budget(path) is not None or in_history(path):
         raise Refused(errno.EACCES)
     if parent_of(path)[1].startswith(sources.STAGE_PREFIX):
         raise Refused(errno.EINVAL)  # never served, and swept after a crash
