@@ -13,11 +13,13 @@ from pathlib import Path
 
 from gemini_layout import GeminiCli
 from helpers import digest
-from mounting import MOUNT_MARKS, Mounts, Sandbox, set_age, slug_of
+from mounting import MOUNT_MARKS, Mounts, Sandbox, set_age, slug_of, wait_until
 
 from memfs.view.project import history_stamp
 
 pytestmark = MOUNT_MARKS
+
+SOON = 1.0  # §5.4: a change in a source shows within a second
 
 
 def discovering(box: Sandbox) -> None:
@@ -88,3 +90,43 @@ def test_both_tools_memory_is_one_project(sandbox: Sandbox, mounts: Mounts) -> N
     sandbox.run("sh", "-c", f"echo EDITED >> {mnt / 'deploys.md'}")
     assert (claude / "deploys.md").read_bytes() == b"GEMINI DEPLOYS\nEDITED\n"
     assert digest(sandbox.home / ".gemini") == gemini_before
+
+
+def test_gemini_projects_show_without_a_remount(sandbox: Sandbox, mounts: Mounts) -> None:
+    discovering(sandbox)
+    (sandbox.home / ".gemini").mkdir()  # Gemini CLI installed, never run in a project
+    root = checkout(sandbox, "u", "src", "shop")
+    slug = slug_of(root)
+    claude = sandbox.home / ".claude" / "projects" / slug / "memory"
+    claude.mkdir(parents=True)
+    put(claude, "notes.md", "CLAUDE NOTES\n", 1)
+    mounts()
+    mnt = sandbox.mnt(slug)
+    assert sandbox.out("ls", mnt).split() == [b"PREAMBLE.md", b"notes.md"]  # loaded, watched
+    cli = GeminiCli(sandbox.home)
+    # Gemini's first session here: tmp/, tmp/shop/ and its marker, then memory.
+    put(cli.memory(root), "gemini-topic.md", "FROM GEMINI\n", 0)
+    wait_until(lambda: (mnt / "gemini-topic.md").exists(), SOON, "Gemini's topic")
+    assert sandbox.out("cat", mnt / "gemini-topic.md") == b"FROM GEMINI\n"
+    # A project only Gemini knows, in a git repository's subfolder: the repository's.
+    repo = checkout(sandbox, "u", "src", "tool")
+    (repo / ".git").mkdir()
+    put(cli.memory(checkout(sandbox, "u", "src", "tool", "cli")), "t.md", "TOOL\n", 0)
+    tool = sandbox.mnt(slug_of(repo))
+    wait_until(lambda: (tool / "t.md").exists(), SOON, "a project only Gemini has")
+    assert slug_of(repo).encode() in sandbox.out("ls", sandbox.mountpoint).split()
+    # A folder whose marker is written later maps once it is; a second folder of one name
+    # (Gemini's -1) is another project.
+    late = cli.tmp / "late" / "memory"
+    late.mkdir(parents=True)
+    put(late, "l.md", "LATE\n", 0)
+    other = checkout(sandbox, "u", "other", "shop")
+    (cli.tmp / "late" / ".project_root").write_text(str(other))
+    wait_until(lambda: (sandbox.mnt(slug_of(other)) / "l.md").exists(), SOON, "a late marker")
+    assert cli.register(other) == "late"  # Gemini reads the marker back as its own
+    second = checkout(sandbox, "u", "more", "shop")
+    assert cli.register(second) == "shop-1"
+    put(cli.memory(second), "s.md", "SECOND SHOP\n", 0)
+    wait_until(lambda: (sandbox.mnt(slug_of(second)) / "s.md").exists(), SOON, "shop-1")
+    assert sandbox.out("cat", mnt / "gemini-topic.md") == b"FROM GEMINI\n"
+    assert not (mnt / "s.md").exists()

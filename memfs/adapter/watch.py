@@ -22,7 +22,10 @@ Threading contract:
 
 Watched: each source's root (projects appearing or vanishing), every folder of every
 loaded project, and for a project folder whose memory folder does not exist yet, the
-nearest existing folder on the way to it.
+nearest existing folder on the way to it. A Gemini CLI source's folders are named by ids
+that markers map to projects (disk/gemini.py): its root, each ``tmp/<id>`` folder (for its
+``.project_root``) and the Gemini folder (for ``projects.json``) are watched too, and a
+change of any re-reads the whole map in a worker (`_remap`; a few small reads a folder).
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from typing import Protocol
 
 import trio
 
-from memfs.adapter import workers
+from memfs.adapter import mapping, workers
 from memfs.adapter.turns import Turns
 from memfs.disk import sources, state
 from memfs.disk.inotify import (
@@ -159,9 +162,10 @@ class _Work:
 
     stats: set[tuple[str, int, str]] = field(default_factory=set)  # (slug, origin, path)
     rescans: set[tuple[str, int]] = field(default_factory=set)  # (slug, origin)
+    remaps: set[int] = field(default_factory=set)  # mapped sources whose map to read again
 
     def __bool__(self) -> bool:
-        return bool(self.stats or self.rescans)
+        return bool(self.stats or self.rescans or self.remaps)
 
 
 AHEAD_SETTLE_S = 0.01  # a project's bodies are read ahead once its changes pause this long
@@ -174,6 +178,7 @@ class Watcher:
         self.turns = turns if turns is not None else Turns()
         self.inotify = Inotify()
         self._targets: dict[int, _Target] = {}  # watch descriptor -> what it watches
+        self._mapped: dict[int, mapping.Role] = {}  # watch descriptor -> its mapping role
         # (id(project), origin) -> folders watched, relative to the origin ('' for itself)
         self._folders: dict[tuple[int, int], set[str]] = {}
         self._stash: dict[int, list[Event]] = {}  # events of watches not registered yet
@@ -192,8 +197,10 @@ class Watcher:
         # Called in the worker on a project just built, before anyone sees it: the adapter
         # renders what the first requests will ask for (PREAMBLE.md reads up to 50 files).
         self.warm: Callable[[Project], object] | None = None
-        for i in range(len(catalog.config.sources)):
+        for i, source in enumerate(catalog.config.sources):
             self._watch_root(i)
+            if source.mapped:  # its folders' markers are watched by a first remap
+                self._send.send_nowait(_Work(remaps={i}))
 
     # --- loading ------------------------------------------------------------------
 
@@ -296,9 +303,11 @@ class Watcher:
                 return scan, pairs
 
     def _pending_watch(self, slug: str, i: int, origin: Origin) -> tuple[int, _Target] | None:
-        """The memory folder is missing: watch the nearest folder that exists on its way."""
+        """The memory folder is missing: watch the nearest folder that exists on its way
+        (adding to what else watches it: a Gemini folder's marker)."""
         for depth in range(len(origin.parts) - 1, 0, -1):
-            wd = self._try_add(origin.root.joinpath(*origin.parts[:depth]), _ROOT_MASK)
+            path = origin.root.joinpath(*origin.parts[:depth])
+            wd = self._try_add(path, _ROOT_MASK | IN_MASK_ADD)
             if wd is not None:
                 return (wd, _Pending(slug, i))
         return None
@@ -371,7 +380,8 @@ class Watcher:
         still = self._targets.get(wd)
         if isinstance(still, _RootPending) and not still.sources:
             del self._targets[wd]
-            self.inotify.remove(wd)
+            if wd not in self._mapped:  # the Gemini folder stays watched for projects.json
+                self.inotify.remove(wd)
 
     def _root_appeared(self, i: int) -> None:
         """A step towards a missing root appeared: watch further, and list it once there.
@@ -381,6 +391,9 @@ class Watcher:
         then but for the folders made since.
         """
         if not self._watch_root(i):
+            return
+        if self.catalog.config.sources[i].mapped:
+            self._send.send_nowait(_Work(remaps={i}))  # its map, read in a worker
             return
         for name in sources.list_slug_folders(self.catalog.config.sources[i].root):
             slug = self.catalog.folder_added(i, name)
@@ -421,6 +434,10 @@ class Watcher:
                     log.exception("watch event %s %#x %r failed", wd, mask, name)
         before: dict[str, int] = {}  # each absorbed project's generation before its looks
         while work:
+            if work.remaps:
+                await self._remap(work, touched)
+                if not work:
+                    break
             jobs = self._jobs(work)
             self._busy += 1
             try:
@@ -510,6 +527,8 @@ class Watcher:
         project, i, origin, path, _ = job
         if self.catalog.loaded().get(project.slug) is not project or project.origins[i] != origin:
             return
+        if not self.catalog.holds(project.slug, origin):
+            return  # a Gemini folder mapped to another project since: not this one's
         touched[project.slug] = project
         at, result = timed
         if isinstance(result, tuple):
@@ -531,8 +550,12 @@ class Watcher:
         if mask & IN_IGNORED:
             self._forget(wd)
             return
+        mapped = self._mapped.get(wd)
+        if mapped is not None and mapped.asks(name):
+            work.remaps.add(mapped.source)
         if target is None:
-            self._hold(wd, mask, name, work)
+            if mapped is None:
+                self._hold(wd, mask, name, work)
             return
         if name.startswith(sources.STAGE_PREFIX):
             return
@@ -573,6 +596,7 @@ class Watcher:
 
     def _forget(self, wd: int) -> None:
         """The kernel dropped a watch (its folder went): a folder made again is watched anew."""
+        self._mapped.pop(wd, None)
         target = self._targets.pop(wd, None)
         if isinstance(target, _Root):  # the root itself went: wait for it again
             self._watch_root(target.source)
@@ -589,20 +613,52 @@ class Watcher:
     def _root_event(self, target: _Root, mask: int, name: str, work: _Work) -> None:
         if not mask & IN_ISDIR and not mask & (IN_DELETE | IN_MOVED_FROM):
             return
+        if self.catalog.config.sources[target.source].mapped:
+            work.remaps.add(target.source)  # which project it is, its marker says
+            return
         if mask & (IN_CREATE | IN_MOVED_TO):
             slug = self.catalog.folder_added(target.source, name)
         else:
             slug = self.catalog.folder_removed(target.source, name)
-        if slug is None:
-            return
+        if slug is not None:
+            self._slug_changed(slug, work)
+
+    def _slug_changed(self, slug: str, work: _Work, mapped: int | None = None) -> None:
+        """A folder of ``slug`` came or went at a source's root (at mapped source ``mapped``'s:
+        each of its folders is read again, as one back in a project it left was watched all
+        along)."""
         self.listener.root_changed(slug)
         project = self.catalog.loaded().get(slug)
         if project is not None:
             # A new folder of a loaded project: registered empty, scanned and watched now.
-            for i in range(len(project.origins)):
-                if (id(project), i) not in self._folders:
+            for i, origin in enumerate(project.origins):
+                if (id(project), i) not in self._folders or origin.source == mapped:
                     work.rescans.add((slug, i))
             self.listener.project_changed(project)
+
+    # --- mapped sources (Gemini CLI) ----------------------------------------------
+
+    async def _remap(self, work: _Work, touched: dict[str, Project]) -> None:
+        """Read the map of each source in ``work.remaps`` again, in one worker call, and
+        move each folder whose project changed (a new id folder, a new or changed marker).
+        After the listing, so no map read before it is taken in after it."""
+        await self.listing()
+        remaps, work.remaps = sorted(work.remaps), set()
+        self._busy += 1
+        try:
+            config = self.catalog.config
+            found = await workers.run(mapping.read, config, remaps, self._try_add, _ROOT_MASK)
+        finally:
+            self._busy -= 1
+        for read in found:
+            if read.root is not None:
+                self._targets[read.root] = _Root(read.source)
+            self._mapped.update(read.roles)
+            replay = [event for wd in read.watches() for event in self._stash.pop(wd, [])]
+            for slug in self.catalog.remap(read.source, read.mapping):
+                self._slug_changed(slug, work, read.source)
+            for wd, mask, name in replay:
+                self._handle(wd, mask, name, work, touched)
 
     def _overflow(self, work: _Work) -> None:
         self.overflows += 1
