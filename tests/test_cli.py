@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from gemini_layout import GeminiCli
 
 from memfs.app import cli, demo
 from memfs.rules.slug import claude_slug
@@ -67,6 +68,29 @@ def test_sources_lists_accounts_pi_and_the_own_source(
     assert any("/.claude-work/projects/{slug}/memory" in line for line in lines)
     assert any("/.pi/agent/memory/{slug}" in line for line in lines)
     assert "why: ~/.claude is Claude Code's default" in out
+
+
+def test_sources_says_what_each_gemini_folder_maps_to(
+    home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (home / ".claude" / "projects").mkdir(parents=True)
+    cli_ = GeminiCli(home)
+    shop = tmp_path / "src" / "shop"
+    shop.mkdir(parents=True)
+    cli_.memory(shop)
+    gone = tmp_path / "src" / "gone"
+    gone.mkdir()
+    cli_.memory(gone)
+    gone.rmdir()
+    (cli_.tmp / "orphan").mkdir()
+    code, out, err = run(capsys, "sources")
+    assert (code, err) == (0, "")
+    lines = [line.strip() for line in out.splitlines()]
+    assert f"gemini       {home}/.gemini/tmp/<id>/memory" in lines
+    assert f"why: {home}/.gemini exists" in lines
+    assert f"shop -> {shop} -> {claude_slug(str(shop))} (from .project_root)" in lines
+    assert f"gone: not mapped: its root {gone} (.project_root) does not exist" in lines
+    assert "orphan: not mapped: no .project_root, and not in projects.json" in lines
 
 
 def test_preamble_budgets(home: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -307,6 +307,52 @@ def test_bad_sources_are_refused(tmp_path: Path, source: str, key: str) -> None:
     assert "source #1" in message, message
 
 
+def test_a_gemini_source_in_the_config(tmp_path: Path) -> None:
+    fh = fake_home(tmp_path)
+    text = (
+        VALID.split("[preamble]")[0]
+        + '[[source]]\nname = "g"\nkind = "gemini"\n'  # path: ~/.gemini by default
+        + '[[source]]\nname = "g2"\nkind = "gemini"\npath = "/srv/gemini"\nown = false\n'
+    )
+    write_config(fh, text)
+    config = cfg.load(fh.env)
+    assert [s.name for s in config.sources] == ["work", "pi", "abs", "g", "g2"]
+    g, g2 = config.sources[3:]
+    assert (g.mapped, g.own, g.kind) == (True, False, cfg.GEMINI)
+    assert g.gemini_dir == fh.home / ".gemini"
+    assert (g.root, g.tail) == (fh.home / ".gemini" / "tmp", ("memory",))
+    assert g2.gemini_dir == Path("/srv/gemini")
+    assert g.why == "kind = 'gemini' in the config"
+    assert not any(s.mapped for s in config.sources[:3])
+    # Listed sources are all there is: no Gemini folder is discovered beside them.
+    (fh.home / ".gemini").mkdir()
+    write_config(fh, VALID)
+    assert not any(s.mapped for s in cfg.load(fh.env).sources)
+
+
+@pytest.mark.parametrize(
+    ("source", "key"),
+    [
+        ('name = "g"\nkind = "gemini"\nown = true\n', "own"),
+        ('name = "g"\nkind = "gemini"\nown = "no"\n', "own"),
+        ('name = "g"\nkind = "gemini"\npath = "~/.gemini/tmp/{slug}/memory"\n', "path"),
+        ('name = "g"\nkind = "gemini"\npath = "gemini"\n', "path"),
+        ('name = "g"\nkind = "gemini"\npath = "~/x/../.gemini"\n', "path"),
+        ('name = "g"\nkind = "gemini"\npath = 3\n', "path"),
+        ('name = "g"\nkind = "Gemini"\n', "kind"),
+        ('name = "g"\nkind = 1\npath = "~/a/{slug}"\n', "kind"),
+        ('kind = "gemini"\n', "name"),
+        ('name = "g"\nkind = "gemini"\nextra = 1\n', "extra"),
+    ],
+)
+def test_bad_gemini_sources_are_refused(tmp_path: Path, source: str, key: str) -> None:
+    message = refusal(fake_home(tmp_path), "[[source]]\n" + source)
+    assert key in message, message
+    assert "source #1" in message, message
+    assert "\n" not in message
+    assert "unknown key 'kind'" not in message  # a gemini source is no unknown thing
+
+
 def test_source_not_an_array_is_refused(tmp_path: Path) -> None:
     message = refusal(fake_home(tmp_path), '[source]\nname = "a"\npath = "~/a/{slug}"\n')
     assert "source" in message

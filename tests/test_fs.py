@@ -754,6 +754,95 @@ async def test_preamble_is_served_like_a_file_one_snapshot_per_open(sample: Samp
     assert ops.status()["open_handles"] == 0
 
 
+@pytest.mark.usefixtures("readdir_reply")
+async def test_preamble_n_is_found_by_name_and_never_listed(sample: Sample) -> None:
+    # §6: PREAMBLE-<N>.md is the same rendering as PREAMBLE.md under a budget of N bytes,
+    # served like it (a real size, the page cache), looked up by name only.
+    ops = sample.ops
+    project = await walk(ops, CLAUDE_SLUG)
+    files_at = f"{sample.mnt}/{CLAUDE_SLUG}"
+    whole = await cat(ops, (await ops.lookup(project.st_ino, b"PREAMBLE.md", CTX)).st_ino)
+    loaded = ops.catalog.loaded()[CLAUDE_SLUG]
+    assert len(whole) > 400  # so that the budgets below cut
+    for n in (256, 300, 400, 1200, 1 << 20):
+        found = await ops.lookup(project.st_ino, f"PREAMBLE-{n}.md".encode(), CTX)
+        assert stat.S_ISREG(found.st_mode)
+        assert stat.S_IMODE(found.st_mode) == 0o444
+        # The kernel keeps no entry and no attributes of it: each use looks it up again
+        # and finds the current rendering, so no change needs to reach it (renderings.py).
+        assert (found.entry_timeout, found.attr_timeout) == (0, 0)
+        info = await ops.open(found.st_ino, os.O_RDONLY, CTX)
+        assert info.keep_cache  # the page cache, so mmap works: the inode's bytes never change
+        assert not info.direct_io
+        body = await read_all(ops, info.fh)
+        await ops.release(info.fh)
+        assert len(body) <= n
+        assert found.st_size == len(body)
+        assert (await ops.getattr(found.st_ino, CTX)).st_size == len(body)
+        assert body == loaded.preamble(files_at, budget=n)
+        assert (body == whole) == (n >= len(whole)), n
+        assert found.st_ino != project.st_ino
+    assert "PREAMBLE-1200.md" not in await listing(ops, project.st_ino)
+    assert await listing(ops, project.st_ino) == PROJECT_LISTING
+    # Any other N, any other spelling, anywhere but a project's top: no such file.
+    sub = await ops.lookup(project.st_ino, b"sub", CTX)
+    for parent, name in [
+        (project.st_ino, b"PREAMBLE-255.md"),
+        (project.st_ino, b"PREAMBLE-1048577.md"),
+        (project.st_ino, b"PREAMBLE-0256.md"),
+        (project.st_ino, b"PREAMBLE-abc.md"),
+        (project.st_ino, b"PREAMBLE-+300.md"),
+        (project.st_ino, b"PREAMBLE-300.MD"),
+        (sub.st_ino, b"PREAMBLE-1200.md"),
+        (ROOT_INODE, b"PREAMBLE-1200.md"),
+    ]:
+        assert await fuse_errno(ops.lookup(parent, name, CTX)) == errno.ENOENT, name
+    ops._check()
+
+
+async def test_preamble_n_follows_changes_and_each_open_keeps_its_rendering(
+    sample: Sample,
+) -> None:
+    ops = sample.ops
+    project = await walk(ops, CLAUDE_SLUG)
+    found = await ops.lookup(project.st_ino, b"PREAMBLE-2000.md", CTX)
+    info = await ops.open(found.st_ino, os.O_RDONLY, CTX)
+    body = await read_all(ops, info.fh)
+    settled(ops)
+    write(sample.own / "fresh.md", "fresh\n", at(50))
+    rescan(ops)
+    ops.publisher.project_changed(ops.catalog.loaded()[CLAUDE_SLUG])
+    # Nothing to tell the kernel of it: it keeps no entry of the name.
+    assert not [q for q in drain(ops) if q[2].startswith(b"PREAMBLE-")]
+    assert await read_all(ops, info.fh) == body  # one open, one rendering
+    assert (await ops.getattr(found.st_ino, CTX)).st_size == len(body)
+    fresh = await ops.lookup(project.st_ino, b"PREAMBLE-2000.md", CTX)
+    assert fresh.st_ino != found.st_ino
+    new = await cat(ops, fresh.st_ino)
+    assert b"fresh.md" in new
+    assert b"fresh.md" not in body
+    assert fresh.st_size == len(new) <= 2000
+    await ops.release(info.fh)
+    # Once the kernel forgets an inode, its rendering goes with it.
+    await ops.forget([(found.st_ino, 1), (fresh.st_ino, 1)])
+    assert not ops.renderings.holds(found.st_ino)
+    assert not ops.renderings.holds(fresh.st_ino)
+    ops._check()
+
+
+async def test_preamble_n_of_a_project_with_no_memory(sample: Sample) -> None:
+    ops = sample.ops
+    slug = "-home-a-brand-new"
+    empty = await ops.lookup(ROOT_INODE, slug.encode(), CTX)
+    found = await ops.lookup(empty.st_ino, b"PREAMBLE-300.md", CTX)
+    body = await cat(ops, found.st_ino)
+    assert found.st_size == len(body) <= 300
+    assert body == documents_module.empty_preamble(
+        ops.config, slug, f"{sample.mnt}/{slug}", budget=300
+    )
+    assert b"No memory for this project yet" in body
+
+
 async def test_open_of_what_is_no_file(sample: Sample) -> None:
     ops = sample.ops
     project = await walk(ops, CLAUDE_SLUG)

@@ -1265,6 +1265,38 @@ async def test_preamble_and_history_are_eacces_to_writers(sample: Sample) -> Non
     assert read_only_trees(sample) == before
 
 
+async def test_preamble_n_is_read_only_like_preamble_md(sample: Sample, notes: Path) -> None:
+    # §6, §7.4: PREAMBLE-<N>.md is memfs's own rendering: every change of it is EACCES,
+    # as PREAMBLE.md's is, and nothing lands anywhere.
+    ops = sample.ops
+    before = read_only_trees(sample)
+    own_before = digest(sample.own)
+    project = (await find(ops, "")).st_ino
+    sized = await find(ops, "PREAMBLE-1200.md")
+    for flags in (os.O_WRONLY, os.O_RDWR, os.O_WRONLY | os.O_TRUNC, os.O_RDWR | os.O_APPEND):
+        assert await refused(ops, ops.open(sized.st_ino, flags, CTX)) == errno.EACCES, flags
+    for name in (b"PREAMBLE-1200.md", b"PREAMBLE-256.md", b"PREAMBLE-1048576.md"):
+        call = ops.create(project, name, 0o100644, os.O_WRONLY | os.O_CREAT, CTX)
+        assert await refused(ops, call) == errno.EACCES, name
+        assert await refused(ops, ops.unlink(project, name, CTX)) == errno.EACCES, name
+        assert await refused(ops, ops.mkdir(project, name, 0o755, CTX)) == errno.EACCES, name
+        assert await refused(ops, ops.rmdir(project, name, CTX)) == errno.EACCES, name
+    for src, dst in [("notes.md", "PREAMBLE-1200.md"), ("PREAMBLE-1200.md", "p.md")]:
+        assert await refused(ops, rename_call(ops, src, dst)) == errno.EACCES, (src, dst)
+    for change in ({"mode": 0o100644}, {"size": 0}, {"mtime": at(1)}):
+        assert await refused(ops, chattr_call(ops, "PREAMBLE-1200.md", **change)) == errno.EACCES
+    assert ops.status()["open_handles"] == 0
+    assert digest(sample.own) == own_before
+    assert read_only_trees(sample) == before
+    # A name memfs does not serve is an ordinary name, written into the own source.
+    for name in ("PREAMBLE-0256.md", "PREAMBLE-255.md", "sub/PREAMBLE-1200.md"):
+        fh, _ = await create(ops, name)
+        await ok(ops, ops.write(fh, 0, b"mine\n"))
+        await close(ops, fh)
+        assert (sample.own / name).read_bytes() == b"mine\n"
+        assert await body(ops, name) == b"mine\n"
+
+
 # --- create, write, flush, release -------------------------------------------------------------
 
 

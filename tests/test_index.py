@@ -245,7 +245,15 @@ def test_an_added_link_to_a_synthetic_file_is_dropped(line: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "line", ["- [p](PREAMBLE.md.bak)", "- [p](sub/PREAMBLE.md)", "- [p](PREAMBLE-x.md)", "plain"]
+    "line",
+    [
+        "- [p](PREAMBLE.md.bak)",
+        "- [p](sub/PREAMBLE.md)",
+        "- [p](PREAMBLE-x.md)",
+        "- [p](PREAMBLE-12.md)",  # below the smallest budget: a file of its own
+        "- [p](PREAMBLE-04096.md)",
+        "plain",
+    ],
 )
 def test_other_links_are_no_synthetic_files(line: str) -> None:
     assert not links_synthetic(line)

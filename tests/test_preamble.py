@@ -33,6 +33,7 @@ from memfs.rules.preamble import (
     utc_date,
     utc_minute,
 )
+from memfs.view import documents as project_documents
 from memfs.view.documents import empty_preamble
 from memfs.view.project import HISTORY, Kind, history_stamp
 
@@ -1303,3 +1304,135 @@ def test_a_cut_frame_is_all_there_is() -> None:
         out = render(full_input(), budget=budget, file_cap=4096)
         assert out == cut_utf8(frame, budget)
         assert b"##" not in out
+
+
+# --- PREAMBLE-<N>.md: the same rendering under a budget of N (§6) ----------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "budget"),
+    [
+        ("PREAMBLE-256.md", 256),
+        ("PREAMBLE-1200.md", 1200),
+        ("PREAMBLE-8192.md", 8192),
+        ("PREAMBLE-1048576.md", 1 << 20),
+        ("PREAMBLE-255.md", None),  # below the least budget
+        ("PREAMBLE-1048577.md", None),  # above the greatest
+        ("PREAMBLE-0256.md", None),  # a leading zero: one spelling per N
+        ("PREAMBLE-00000000000000000000000000256.md", None),
+        ("PREAMBLE-+300.md", None),
+        ("PREAMBLE--300.md", None),
+        ("PREAMBLE-abc.md", None),
+        ("PREAMBLE-.md", None),
+        ("PREAMBLE-1200.MD", None),
+        ("preamble-1200.md", None),
+        ("PREAMBLE-1200.md.tmp", None),
+        (" PREAMBLE-1200.md", None),
+        ("PREAMBLE-1 200.md", None),
+        ("PREAMBLE-\uff11\uff12\uff10\uff10.md", None),  # fullwidth digits, which int() reads
+        ("PREAMBLE-\u0661\u0662\u0660\u0660.md", None),  # Arabic-Indic digits, likewise
+        ("sub/PREAMBLE-1200.md", None),  # only at a project's top
+        ("PREAMBLE.md", None),
+        ("PREAMBLE-12" + "0" * 300 + ".md", None),
+    ],
+)
+def test_sized_budget_reads_n_from_a_name(name: str, budget: int | None) -> None:
+    assert preamble_mod.sized_budget(name) == budget
+
+
+def rich_project(fh: FakeHome) -> Config:
+    """A project with every section, its bodies full of multibyte characters, so that every
+    budget from the least to the greatest cuts somewhere, or nowhere once it all fits."""
+    own, work, pi = fh.memory(".claude"), fh.memory(".claude-work"), fh.pi()
+    wide = "é\U0001f4dd ab\n"
+    write(own / "MEMORY.md", "".join(f"- [Topic {i} é](t{i}.md)\n" for i in range(300)), at(1))
+    write(work / "MEMORY.md", "".join(f"- [Work {i}](w{i}.md)\n" for i in range(40)), at(2))
+    write(work / "handoff-a_20260101.md", "plan ✓ " * 900, at(3))
+    write(own / "handoff-b_20251230.md", "stale\n", at(4))
+    for i in range(8):
+        body = f"---\ndescription: topic {i} 📝\n---\n" + wide * (200 * i + 1)
+        write((own, work, pi)[i % 3] / f"t{i}.md", body, at(10 + i))
+    write(own / "notes.md", "own\n", at(30))
+    write(work / "notes.md", "newer elsewhere\n", at(40))  # a stale mark
+    write(pi / "bin.md", b"\x00\xff", at(50))
+    return fh.config()
+
+
+def test_preamble_n_is_the_preamble_under_a_budget_of_n(fh: FakeHome) -> None:
+    config = rich_project(fh)
+    project = load_project(config)
+    whole = project.preamble(MOUNT_AT, NOW, budget=preamble_mod.SIZED_MAX)
+    assert len(whole) > 16_000  # so the budgets below cut a lot, a little, or nothing
+    # Six sections (handoff, MEMORY.md, three newest, the index) of file_cap each, and
+    # the frame: past that, a budget cuts nothing.
+    room_for_all = 6 * config.preamble.file_cap + 1000
+    assert project.preamble(MOUNT_AT, NOW) == project.preamble(MOUNT_AT, NOW, budget=8192)
+
+    @given(
+        st.one_of(
+            st.integers(preamble_mod.SIZED_MIN, len(whole) + 10),
+            st.integers(preamble_mod.SIZED_MIN, preamble_mod.SIZED_MAX),
+            st.sampled_from([256, 257, 1200, len(whole) - 1, len(whole), 1 << 20]),
+            st.integers(room_for_all, room_for_all + 100),
+        )
+    )
+    @settings(deadline=None, max_examples=150, database=None)
+    def check(n: int) -> None:
+        out = project.preamble(MOUNT_AT, NOW, budget=n)
+        assert len(out) <= n
+        out.decode("utf-8")  # cut only between characters: valid UTF-8 throughout
+        assert b"\x00" not in out
+        if n >= room_for_all:
+            assert out == whole  # nothing is cut but by file_cap
+        elif n < len(whole):
+            assert out != whole
+        # Exactly what the same sources render with `budget = n` configured (so what
+        # `memfs preamble --budget n` prints): nothing else differs.
+        assert out == render_with(config, n)
+        for marker in MARKER_RE.finditer(out):
+            assert marker[2].startswith(MOUNT_AT.encode())  # the mount's, never a real path
+
+    rendered: dict[int, bytes] = {}
+
+    def render_with(config: Config, n: int) -> bytes:
+        if n not in rendered:
+            budget = dataclasses.replace(config.preamble, budget=n)
+            rendered[n] = load_project(dataclasses.replace(config, preamble=budget)).preamble(
+                MOUNT_AT, NOW
+            )
+        return rendered[n]
+
+    check()
+    project._check()  # the renderings kept per budget stay few
+
+
+def test_preamble_n_of_a_project_with_no_memory(fh: FakeHome) -> None:
+    config = fh.config()
+    slug = "-home-a-brand-new"
+
+    @given(st.integers(preamble_mod.SIZED_MIN, 2000))
+    @settings(deadline=None, max_examples=80, database=None)
+    def check(n: int) -> None:
+        out = empty_preamble(config, slug, f"/mnt/memfs/{slug}", n)
+        assert len(out) <= n
+        out.decode("utf-8")
+        own = str(fh.account(".claude") / "projects" / slug / "memory")
+        assert out == render_empty(slug, f"/mnt/memfs/{slug}", own, budget=n)
+
+    check()
+
+
+def test_preamble_n_renderings_are_cached_per_change(fh: FakeHome) -> None:
+    write(fh.memory(".claude") / "notes.md", "own\n" * 500, at(10))
+    fh.memory(".claude-work")  # its folder, empty: origin 1
+    project = load_project(fh.config())
+    small = project.preamble(MOUNT_AT, NOW, budget=600)
+    assert project.preamble(MOUNT_AT, NOW + 1, budget=600) is small
+    assert project.preamble(MOUNT_AT, NOW + 1, budget=700) != small
+    assert b"[\xe2\x80\xa6 " in small  # cut, with its marker
+    write(fh.memory(".claude-work") / "notes.md", "newer\n", at(20))
+    project.rescan(1)
+    assert b"own copy older than" in project.preamble(MOUNT_AT, NOW + 2, budget=600)
+    for n in range(300, 300 + 3 * project_documents.SIZED_KEPT):
+        project.preamble(MOUNT_AT, NOW, budget=n)
+    project._check()

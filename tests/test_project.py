@@ -175,6 +175,42 @@ def test_a_source_preamble_is_history_only(fh: FakeHome) -> None:
     assert project.head("PREAMBLE.md") is None
 
 
+def test_a_source_preamble_n_is_history_only(fh: FakeHome) -> None:
+    # §4: PREAMBLE-<N>.md is memfs's own at every N it serves (256 to 1 MiB), listed or not;
+    # a source's file or folder of that name would shadow it, so it shows as history.
+    own, work = fh.memory(".claude"), fh.memory(".claude-work")
+    write(own / "PREAMBLE-1200.md", "someone's own cut preamble", at(3))
+    write(work / "PREAMBLE-1048576.md", "another", at(4))
+    write(own / "PREAMBLE-300.md" / "x.md", "in a folder of that name", at(5))
+    # Names memfs does not serve are ordinary files, at the top and below it.
+    for name in (
+        "PREAMBLE-255.md",
+        "PREAMBLE-0256.md",
+        "PREAMBLE-1048577.md",
+        "sub/PREAMBLE-1200.md",
+    ):
+        write(own / name, "ordinary", at(6))
+    project = load_project(fh.config())
+    assert shown(project) == {
+        "PREAMBLE.md": (Kind.PREAMBLE, None),
+        hist("PREAMBLE-1200.md", "claude", at(3)): (Kind.HISTORY, "claude"),
+        hist("PREAMBLE-1048576.md", "work", at(4)): (Kind.HISTORY, "work"),
+        hist("PREAMBLE-300.md/x.md", "claude", at(5)): (Kind.HISTORY, "claude"),
+        "PREAMBLE-255.md": (Kind.FILE, "claude"),
+        "PREAMBLE-0256.md": (Kind.FILE, "claude"),
+        "PREAMBLE-1048577.md": (Kind.FILE, "claude"),
+        "sub/PREAMBLE-1200.md": (Kind.FILE, "claude"),
+    }
+    for path in ("PREAMBLE-1200.md", "PREAMBLE-1048576.md", "PREAMBLE-300.md/x.md"):
+        assert project.head(path) is None
+    assert not project.tree.is_dir("PREAMBLE-300.md")
+    # History is never in PREAMBLE.md; the ordinary files are.
+    text = project.preamble(FILES_AT)
+    assert b"someone's own" not in text
+    assert b"PREAMBLE-1200.md" not in text.replace(b"sub/PREAMBLE-1200.md", b"")
+    assert b"PREAMBLE-255.md" in text
+
+
 def test_source_history_files_are_shown_verbatim(fh: FakeHome) -> None:
     kept = f"{HISTORY}/handoff.md/claude@20251231T235959Z.md"
     write(fh.memory(".claude") / kept, "kept handoff", at(-1))

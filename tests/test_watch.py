@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import gc
 import os
+import shutil
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import trio
+from gemini_layout import GeminiCli
 from helpers import eventually
 
 from memfs.adapter.turns import Turns
@@ -23,6 +25,7 @@ from memfs.adapter.watch import Watcher, read_events
 from memfs.disk import config as cfg
 from memfs.disk import sources, staging
 from memfs.disk.inotify import IN_CREATE, IN_DELETE, Inotify
+from memfs.rules.slug import claude_slug
 from memfs.view.catalog import Catalog
 from memfs.view.project import MEMORY, Project
 
@@ -125,7 +128,7 @@ async def test_a_memory_folder_made_while_its_way_is_being_watched_is_watched(
     (work / SLUG).mkdir(parents=True)  # a project folder with no memory yet
     catalog = Catalog(load(tmp_path, {"own": own, "work": work}))
     watcher = Watcher(catalog, Recorder())
-    on_the_way = watcher._pending_watch
+    on_the_way = watcher.watches.pending
 
     def memory_made_meanwhile(slug: str, i: int, origin: object) -> object:
         memory = work / SLUG / "memory"
@@ -134,7 +137,7 @@ async def test_a_memory_folder_made_while_its_way_is_being_watched_is_watched(
             (memory / "early.md").write_text("came with the folder\n")
         return on_the_way(slug, i, origin)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(watcher, "_pending_watch", memory_made_meanwhile)
+    monkeypatch.setattr(watcher.watches, "pending", memory_made_meanwhile)
     project = await watcher.load(SLUG)
     assert project is not None
     try:
@@ -430,4 +433,65 @@ async def test_a_folder_that_cannot_be_watched_is_counted(
         assert await watcher.load(SLUG) is not None
     finally:
         watcher.close()
-    assert watcher.watch_failures == 1
+    assert watcher.watches.failures == 1
+
+
+async def test_gemini_folders_and_markers_show_without_a_remount(tmp_path: Path) -> None:
+    """§3: a Gemini CLI folder is mapped by its marker; a new id folder, a marker written
+    after its folder, a marker that names another root, a folder removed: each shows live,
+    from a Gemini folder that had no tmp/ yet when the watcher started."""
+    own = tmp_path / "own" / "projects"
+    gemini_dir = tmp_path / "home" / ".gemini"
+    gemini_dir.mkdir(parents=True)
+    text = (
+        f'[[source]]\nname = "own"\npath = "{own}/{{slug}}/memory"\nown = true\n'
+        f'[[source]]\nname = "gemini"\nkind = "gemini"\npath = "{gemini_dir}"\n'
+    )
+    path = tmp_path / "config.toml"
+    path.write_text(text, encoding="utf-8")
+    env = {"HOME": str(tmp_path / "home"), "XDG_STATE_HOME": str(tmp_path / "state")}
+    catalog = Catalog(cfg.load(env, path))
+    shop = tmp_path.resolve() / "src" / "shop"  # noqa: ASYNC240 (nothing else runs yet)
+    other = shop.parent / "other"
+    for root in (shop, other):
+        root.mkdir(parents=True)
+    slug, other_slug = claude_slug(str(shop)), claude_slug(str(other))
+    (own / slug / "memory").mkdir(parents=True)
+    (own / slug / "memory" / "a.md").write_text("claude's\n")
+    cli = GeminiCli(tmp_path / "home")
+    watcher = Watcher(catalog, Recorder())
+    project = await watcher.load(slug)
+    assert project is not None
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(watcher.run)
+            # Gemini's first session in the project: tmp/, the id folder, its marker.
+            (cli.memory(shop) / "g.md").write_text("gemini's\n")
+            await eventually(lambda: project.tree.leaf("g.md") is not None, "g.md")
+            (cli.tmp / "shop" / "memory" / "h.md").write_text("later\n")
+            await eventually(lambda: project.tree.leaf("h.md") is not None, "h.md")
+            # A project only Gemini has.
+            (cli.memory(other) / "o.md").write_text("other\n")
+            await eventually(lambda: catalog.has(other_slug), "a project only Gemini has")
+            # A folder whose marker comes later maps then.
+            (cli.tmp / "late" / "memory").mkdir(parents=True)
+            (cli.tmp / "late" / "memory" / "l.md").write_text("late\n")
+            await trio.sleep(0.05)
+            assert catalog.slugs() == sorted([slug, other_slug])
+            (cli.tmp / "late" / ".project_root").write_text(str(other))
+            await eventually(lambda: len(catalog.origins(other_slug)) == 2, "the late marker")
+            # A marker rewritten to name another root moves its folder there.
+            (cli.tmp / "late" / ".project_root").write_text(str(shop))
+            await eventually(lambda: project.tree.leaf("l.md") is not None, "moved in")
+            assert len(catalog.origins(other_slug)) == 1
+            # A removed id folder leaves its project; the last one takes the project along.
+            shutil.rmtree(cli.tmp / "other")
+            await eventually(lambda: not catalog.has(other_slug), "removed")
+            shutil.rmtree(cli.tmp / "late")
+            await eventually(lambda: project.tree.leaf("l.md") is None, "moved out")
+            assert project.tree.leaf("g.md") is not None
+            project._check()
+            catalog._check()
+            nursery.cancel_scope.cancel()
+    finally:
+        watcher.close()

@@ -24,11 +24,22 @@ from memfs.adapter.writing import OpenFile, OpenFiles
 from memfs.disk import sources
 from memfs.disk.config import Config
 from memfs.rules.history import in_history
+from memfs.rules.preamble import sized_budget
 from memfs.view.catalog import Catalog, is_project_name
 from memfs.view.project import PREAMBLE, Kind, Leaf, Origin, Project
 
 CACHE_TIMEOUT = 3600.0  # long kernel caching, kept true by invalidation (FUSE-NOTES)
 _NONE_VOLATILE: frozenset[Key] = frozenset()
+SIZED_LEAF = Leaf(Kind.PREAMBLE)  # what a PREAMBLE-<N>.md shows: no tree holds it (§6)
+
+
+def leaf_of(project: Project, path: str) -> Leaf | None:
+    """What view ``path`` of ``project`` shows: its tree's leaf, or a PREAMBLE-<N>.md,
+    which is found by name only (§6: served at every N, listed at none)."""
+    leaf = project.tree.leaf(path)
+    if leaf is None and sized_budget(path) is not None:
+        return SIZED_LEAF
+    return leaf
 
 
 class Shown:
@@ -39,7 +50,7 @@ class Shown:
         config: Config,
         catalog: Catalog,
         files: OpenFiles,
-        preamble_size: Callable[[int, Project], int],
+        preamble_size: Callable[[int, Project, str], int],
         uid: int,
         gid: int,
         holds_other: Callable[[int, Token], bool],
@@ -47,7 +58,7 @@ class Shown:
         self.config = config
         self.catalog = catalog
         self.files = files
-        self.preamble_size = preamble_size  # (inode, project) -> the rendering's size
+        self.preamble_size = preamble_size  # (inode, project, path) -> the rendering's size
         # (inode, version) -> whether an open reads another version through the page cache
         self.holds_other = holds_other
         self.uid, self.gid = uid, gid
@@ -105,12 +116,17 @@ class Shown:
             subdirs = loaded.tree.subdirs("") if loaded is not None else 0
             return self.folder(ino, self.dir_mode(), self.started_ns, 2 + subdirs)
         assert project is not None
-        leaf = project.tree.leaf(path)
+        leaf = leaf_of(project, path)
         if leaf is None:
             return self._not_a_file(ino, key, project)
         mtime = project.mtime_ns(leaf)
         if leaf.kind is Kind.PREAMBLE:
-            size = self.preamble_size(ino, project)
+            size = self.preamble_size(ino, project, path)
+            if path != PREAMBLE:
+                # PREAMBLE-<N>.md: never listed, so no listing keeps its entry either; the
+                # kernel looks it up at each use and finds the current rendering
+                # (renderings.py), with no invalidation to send for any N.
+                return self.entry(ino, stat.S_IFREG | 0o444, size, mtime, timeout=0.0)
             # It changes by itself when a future-dated file comes due: the kernel may keep
             # the entry only until then.
             due = (project.documents.preamble_valid_until() - time.time_ns()) / 1e9

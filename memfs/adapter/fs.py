@@ -30,7 +30,7 @@ from typing import Any, ParamSpec, TypeVar
 import pyfuse3
 
 from memfs.adapter import keys, status, workers
-from memfs.adapter.attrs import Shown, statvfs_of
+from memfs.adapter.attrs import Shown, leaf_of, statvfs_of
 from memfs.adapter.folders import OpenFolders
 from memfs.adapter.here import Here
 from memfs.adapter.inodes import HERE_INODE, HERE_KEY, ROOT_INODE, ROOT_KEY, Inodes, Key
@@ -237,7 +237,7 @@ class MemFS(pyfuse3.Operations):
         if not path or key == HERE_KEY:
             raise _err(errno.EISDIR if key != HERE_KEY else errno.ELOOP)
         project = self.catalog.loaded().get(slug) or await self.projects.get(slug)
-        leaf = project.tree.leaf(path)
+        leaf = leaf_of(project, path)
         writing = bool(flags & (os.O_WRONLY | os.O_RDWR))
         f = OpenFile(inode, key, pid=ctx.pid, append=bool(flags & os.O_APPEND))
         if writing:

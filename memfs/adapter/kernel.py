@@ -358,7 +358,7 @@ class ReadOpens:
             # one's. Reached through a name the kernel has not looked up again since the
             # project changed, it still serves that rendering, whole; the lookup queued by
             # the change brings the new one.
-            f.data = self.renderings.of(f.ino, project)
+            f.data = self.renderings.of(f.ino, project, f.key[1])
             return pyfuse3.FileInfo(fh=self.files.add(f), keep_cache=True)
         if leaf.kind is Kind.MEMORY:
             f.data = project.memory_index()

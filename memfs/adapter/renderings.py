@@ -7,6 +7,11 @@ number when the kernel next looks the name up: an inode then shows one rendering
 so no page the kernel caches, nor the size it holds, can mix two of them. A change of the
 project only makes the kernel look the name up again (the adapter queues that); what is
 open keeps its rendering.
+
+PREAMBLE-<N>.md, found by name and never listed, is served the same way, each name
+with inodes of its own. The kernel keeps no entry nor attributes of it (attrs.py): it
+looks the name up at every use, so no change needs an invalidation of the names the
+kernel may hold (any of 1,048,321), and the lookup finds the current rendering.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from pathlib import Path
 
 from memfs.adapter.inodes import Inodes, Key
 from memfs.disk.config import Config
+from memfs.rules.preamble import sized_budget
 from memfs.view.catalog import Catalog
 from memfs.view.documents import empty_preamble
 from memfs.view.project import PREAMBLE, Project
@@ -26,28 +32,33 @@ class Renderings:
         self.catalog = catalog
         self.inodes = inodes
         self.mountpoint = mountpoint
-        self._by_ino: dict[int, bytes] = {}  # PREAMBLE.md inode -> the rendering it shows
+        # PREAMBLE.md or PREAMBLE-<N>.md inode -> the rendering it shows
+        self._by_ino: dict[int, bytes] = {}
 
-    def render(self, project: Project) -> bytes:
-        """PREAMBLE.md of ``project`` now (cached per project generation)."""
+    def render(self, project: Project, path: str = PREAMBLE) -> bytes:
+        """PREAMBLE.md (or the PREAMBLE-<N>.md at ``path``) of ``project`` now, cached per
+        project generation."""
         files_at = f"{self.mountpoint}/{project.slug}"
+        budget = sized_budget(path)
         if not self.catalog.has(project.slug):
             # No memory yet: the frame says so, and where the first write lands (§4).
-            return empty_preamble(self.config, project.slug, files_at)
-        return project.preamble(files_at)
+            return empty_preamble(self.config, project.slug, files_at, budget)
+        return project.preamble(files_at, budget=budget)
 
     def inode_of(self, key: Key) -> int:
-        """The inode number of ``key`` when the kernel looks it up: PREAMBLE.md gets a new
-        one per rendering (see above), any other key keeps its own."""
-        if key[1] != PREAMBLE:
+        """The inode number of ``key`` when the kernel looks it up: PREAMBLE.md and
+        PREAMBLE-<N>.md get a new one per rendering (see above), any other key keeps its
+        own."""
+        if not is_rendered(key[1]):
             return self.inodes.number(key)
         project = self.catalog.loaded().get(key[0]) or self.catalog.empty(key[0])
         assert project is not None
         return self.number(key, project)
 
     def number(self, key: Key, project: Project) -> int:
-        """The inode number of ``project``'s PREAMBLE.md (at ``key``) as looked up now."""
-        data = self.render(project)
+        """The inode number of ``project``'s PREAMBLE.md or PREAMBLE-<N>.md (at ``key``) as
+        looked up now."""
+        data = self.render(project, key[1])
         ino = self.inodes.known(key)
         if ino is not None and self._by_ino.get(ino, data) != data:
             self.inodes.detach(key)
@@ -63,12 +74,12 @@ class Renderings:
         project.preamble(f"{self.mountpoint}/{project.slug}")
         project.memory_index()
 
-    def size(self, ino: int, project: Project) -> int:
-        return len(self.of(ino, project))
+    def size(self, ino: int, project: Project, path: str = PREAMBLE) -> int:
+        return len(self.of(ino, project, path))
 
-    def of(self, ino: int, project: Project) -> bytes:
-        """What inode ``ino`` shows: its own rendering, else the current one."""
-        return self._by_ino.get(ino) or self.render(project)
+    def of(self, ino: int, project: Project, path: str = PREAMBLE) -> bytes:
+        """What inode ``ino`` shows: its own rendering, else the current one of ``path``."""
+        return self._by_ino.get(ino) or self.render(project, path)
 
     def holds(self, ino: int) -> bool:
         return ino in self._by_ino
@@ -79,3 +90,8 @@ class Renderings:
     def _check(self) -> None:
         for ino in self._by_ino:
             assert self.inodes.key(ino) is not None, ("a rendering of no inode", ino)
+
+
+def is_rendered(path: str) -> bool:
+    """Whether a project's view ``path`` is a rendering: PREAMBLE.md or PREAMBLE-<N>.md."""
+    return path == PREAMBLE or sized_budget(path) is not None

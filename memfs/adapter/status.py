@@ -104,7 +104,7 @@ def _report(ops: Reporting) -> dict[str, Any]:
         "loads": watcher.loads if watcher is not None else 0,
         "watch_events": watcher.events if watcher is not None else 0,
         # Folders inotify could not watch (its limit): changes in them show late.
-        "watch_failures": watcher.watch_failures if watcher is not None else 0,
+        "watch_failures": watcher.watches.failures if watcher is not None else 0,
         # memfs's own renames (commits included), skipped: their plans read the names back.
         "own_renames_skipped": watcher.own_renames if watcher is not None else 0,
         "stale_swept": ops.stats.stale_swept,

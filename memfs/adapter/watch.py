@@ -22,12 +22,14 @@ Threading contract:
 
 Watched: each source's root (projects appearing or vanishing), every folder of every
 loaded project, and for a project folder whose memory folder does not exist yet, the
-nearest existing folder on the way to it.
+nearest existing folder on the way to it. A Gemini CLI source's folders are named by ids
+that markers map to projects (disk/gemini.py): its root, each ``tmp/<id>`` folder (for its
+``.project_root``) and the Gemini folder (for ``projects.json``) are watched too, and a
+change of any re-reads the whole map in a worker (`_remap`; a few small reads a folder).
 """
 
 from __future__ import annotations
 
-import errno
 import logging
 import math
 import time
@@ -38,25 +40,30 @@ from typing import Protocol
 
 import trio
 
-from memfs.adapter import workers
+from memfs.adapter import mapping, workers
 from memfs.adapter.turns import Turns
+from memfs.adapter.watches import (
+    ENTRY_EVENTS,
+    ROOT_MASK,
+    Folder,
+    Pairs,
+    Pending,
+    Root,
+    RootPending,
+    Target,
+    Watches,
+)
 from memfs.disk import sources, state
 from memfs.disk.inotify import (
-    IN_ATTRIB,
-    IN_CLOSE_WRITE,
     IN_CREATE,
     IN_DELETE,
     IN_DELETE_SELF,
-    IN_DONT_FOLLOW,
-    IN_EXCL_UNLINK,
     IN_IGNORED,
     IN_ISDIR,
     IN_MASK_ADD,
-    IN_MODIFY,
     IN_MOVE_SELF,
     IN_MOVED_FROM,
     IN_MOVED_TO,
-    IN_ONLYDIR,
     IN_Q_OVERFLOW,
     Event,
     Inotify,
@@ -69,19 +76,6 @@ from memfs.view.project import Origin, Project, read_bodies
 
 log = logging.getLogger(__name__)
 
-_ENTRY_EVENTS = IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO
-_FOLDER_MASK = (
-    _ENTRY_EVENTS
-    | IN_MODIFY
-    | IN_CLOSE_WRITE
-    | IN_ATTRIB
-    | IN_DELETE_SELF
-    | IN_MOVE_SELF
-    | IN_ONLYDIR
-    | IN_DONT_FOLLOW
-    | IN_EXCL_UNLINK
-)
-_ROOT_MASK = _ENTRY_EVENTS | IN_ONLYDIR | IN_DONT_FOLLOW
 MARK_WAIT_S = 0.002  # how long a rename's events wait for memfs's mark (`read_events`)
 
 
@@ -123,33 +117,6 @@ class Listener(Protocol):
     def root_changed(self, slug: str) -> None: ...
 
 
-@dataclass(frozen=True)
-class _Root:
-    source: int
-
-
-@dataclass(frozen=True)
-class _Folder:
-    slug: str
-    origin: int
-    path: str  # relative to the origin folder; '' for the folder itself
-
-
-@dataclass(frozen=True)
-class _Pending:
-    slug: str
-    origin: int
-
-
-@dataclass(frozen=True)
-class _RootPending:
-    """Source roots that do not exist yet: the nearest folder on their way is watched."""
-
-    sources: frozenset[int]
-
-
-_Target = _Root | _Folder | _Pending | _RootPending
-Pairs = list[tuple[int, _Target]]  # watches a worker added, to register on the trio thread
 STASH_MAX = 65_536  # events held back for watches not registered yet; past it: overflow
 
 
@@ -159,9 +126,10 @@ class _Work:
 
     stats: set[tuple[str, int, str]] = field(default_factory=set)  # (slug, origin, path)
     rescans: set[tuple[str, int]] = field(default_factory=set)  # (slug, origin)
+    remaps: set[int] = field(default_factory=set)  # mapped sources whose map to read again
 
     def __bool__(self) -> bool:
-        return bool(self.stats or self.rescans)
+        return bool(self.stats or self.rescans or self.remaps)
 
 
 AHEAD_SETTLE_S = 0.01  # a project's bodies are read ahead once its changes pause this long
@@ -173,7 +141,9 @@ class Watcher:
         self.listener = listener
         self.turns = turns if turns is not None else Turns()
         self.inotify = Inotify()
-        self._targets: dict[int, _Target] = {}  # watch descriptor -> what it watches
+        self.watches = Watches(self.inotify, catalog.config.limits.max_file_bytes)
+        self._targets: dict[int, Target] = {}  # watch descriptor -> what it watches
+        self._mapped: dict[int, mapping.Role] = {}  # watch descriptor -> its mapping role
         # (id(project), origin) -> folders watched, relative to the origin ('' for itself)
         self._folders: dict[tuple[int, int], set[str]] = {}
         self._stash: dict[int, list[Event]] = {}  # events of watches not registered yet
@@ -186,14 +156,15 @@ class Watcher:
         self._ahead_wake = trio.Event()
         self.events = 0
         self.own_renames = 0  # renames of this process's, skipped (`read_events`)
-        self.watch_failures = 0  # folders that could not be watched (other than gone)
         self.overflows = 0
         self.loads = 0
         # Called in the worker on a project just built, before anyone sees it: the adapter
         # renders what the first requests will ask for (PREAMBLE.md reads up to 50 files).
         self.warm: Callable[[Project], object] | None = None
-        for i in range(len(catalog.config.sources)):
+        for i, source in enumerate(catalog.config.sources):
             self._watch_root(i)
+            if source.mapped:  # its folders' markers are watched by a first remap
+                self._send.send_nowait(_Work(remaps={i}))
 
     # --- loading ------------------------------------------------------------------
 
@@ -251,70 +222,12 @@ class Watcher:
         for origin in origins:
             i = project.add_origin(origin, sources.Scan(exists=False))
             at = time.monotonic_ns()
-            scan, added = self._settle(slug, i, origin, set())
+            scan, added = self.watches.settle(slug, i, origin, set())
             project.rescan(i, scan, at)
             pairs += added
         if self.warm is not None:
             self.warm(project)  # still nobody else's: its first renderings cost no request
         return project, pairs
-
-    def _settle(
-        self, slug: str, i: int, origin: Origin, watched: set[str]
-    ) -> tuple[sources.Scan, Pairs]:
-        """Worker thread: watch origin ``i``'s folders, then scan it, until no folder is new.
-
-        A folder is scanned only after it is watched: whatever lands in it before the watch
-        is found by the scan, whatever lands after raises an event. Costs one more scan of
-        the origin per round, and rounds happen only when folders appear.
-        """
-        pairs: Pairs = []
-        max_bytes = self.catalog.config.limits.max_file_bytes
-        while True:
-            added = False
-            if "" not in watched:
-                wd = self._try_add(origin.folder, _FOLDER_MASK)
-                if wd is None:
-                    pending = self._pending_watch(slug, i, origin)
-                    pairs += [pending] if pending is not None else []
-                    # The folder may have come between the two (a sync tool makes it and
-                    # its files in one go), and the watch on its way then never reports
-                    # it: with that watch in place, look once more.
-                    wd = self._try_add(origin.folder, _FOLDER_MASK)
-                if wd is None:
-                    return sources.scan(origin.root, origin.parts, max_bytes), pairs
-                pairs.append((wd, _Folder(slug, i, "")))
-                watched.add("")
-            scan = sources.scan(origin.root, origin.parts, max_bytes)
-            for path in scan.dirs:
-                # Every folder is watched again, not only those not known: a folder renamed
-                # keeps its watch (the kernel's is on the inode), which must name its new
-                # path now, and a folder made at the old path needs a watch of its own.
-                # inotify_add_watch of a folder watched already only returns its number.
-                wd = self._try_add(origin.folder / path, _FOLDER_MASK)
-                if wd is not None:
-                    pairs.append((wd, _Folder(slug, i, path)))
-                    if path not in watched:
-                        watched.add(path)
-                        added = True
-            if not added:
-                return scan, pairs
-
-    def _pending_watch(self, slug: str, i: int, origin: Origin) -> tuple[int, _Target] | None:
-        """The memory folder is missing: watch the nearest folder that exists on its way."""
-        for depth in range(len(origin.parts) - 1, 0, -1):
-            wd = self._try_add(origin.root.joinpath(*origin.parts[:depth]), _ROOT_MASK)
-            if wd is not None:
-                return (wd, _Pending(slug, i))
-        return None
-
-    def _try_add(self, path: Path, mask: int) -> int | None:
-        try:
-            return self.inotify.add(path, mask)
-        except OSError as exc:
-            if exc.errno not in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
-                log.warning("cannot watch %s: %s", path, exc)
-                self.watch_failures += 1  # counted in status
-            return None
 
     def _register(self, project: Project, pairs: Pairs) -> None:
         """Trio thread: the watches a worker added are ours now; replay what they saw."""
@@ -322,13 +235,13 @@ class Watcher:
         for wd, target in pairs:
             before = self._targets.get(wd)
             self._targets[wd] = target
-            if isinstance(target, _Folder):
+            if isinstance(target, Folder):
                 folders = self._folders.setdefault((id(project), target.origin), set())
                 # Renamed: its old path has no watch now, unless a folder made there since
                 # has one (O(watches), only when a folder was renamed).
-                renamed = isinstance(before, _Folder) and before != target
+                renamed = isinstance(before, Folder) and before != target
                 if renamed and before not in self._targets.values():
-                    assert isinstance(before, _Folder)
+                    assert isinstance(before, Folder)
                     folders.discard(before.path)
                 folders.add(target.path)
             replay += self._stash.pop(wd, [])
@@ -357,33 +270,34 @@ class Watcher:
     def _watch_root(self, i: int) -> bool:
         """Watch source ``i``'s root, or the nearest existing folder on its way to it."""
         root = self.catalog.config.sources[i].root
-        if self._add(root, _ROOT_MASK, _Root(i)):
+        if self._add(root, ROOT_MASK, Root(i)):
             return True
         for folder in root.parents:
             try:
-                wd = self.inotify.add(folder, _ROOT_MASK | IN_MASK_ADD)
+                wd = self.inotify.add(folder, ROOT_MASK | IN_MASK_ADD)
             except OSError:
                 continue
             known = self._targets.get(wd)
-            if known is None or isinstance(known, _RootPending):
+            if known is None or isinstance(known, RootPending):
                 # Several missing roots may wait on one folder (the home, often).
                 waiting = known.sources if known is not None else frozenset()
-                self._targets[wd] = _RootPending(waiting | {i})
+                self._targets[wd] = RootPending(waiting | {i})
             else:
                 log.warning("source root %s is missing and its parent is watched already", root)
             break
         return False
 
-    def _pending_roots(self, wd: int, target: _RootPending) -> None:
+    def _pending_roots(self, wd: int, target: RootPending) -> None:
         """Something changed on the way to missing roots: each waits again where it now
         must (here, or in a deeper folder), or is watched and listed if it exists now."""
-        self._targets[wd] = _RootPending(frozenset())
+        self._targets[wd] = RootPending(frozenset())
         for i in sorted(target.sources):
             self._root_appeared(i)
         still = self._targets.get(wd)
-        if isinstance(still, _RootPending) and not still.sources:
+        if isinstance(still, RootPending) and not still.sources:
             del self._targets[wd]
-            self.inotify.remove(wd)
+            if wd not in self._mapped:  # the Gemini folder stays watched for projects.json
+                self.inotify.remove(wd)
 
     def _root_appeared(self, i: int) -> None:
         """A step towards a missing root appeared: watch further, and list it once there.
@@ -394,13 +308,16 @@ class Watcher:
         """
         if not self._watch_root(i):
             return
+        if self.catalog.config.sources[i].mapped:
+            self._send.send_nowait(_Work(remaps={i}))  # its map, read in a worker
+            return
         for name in sources.list_slug_folders(self.catalog.config.sources[i].root):
             slug = self.catalog.folder_added(i, name)
             if slug is not None:
                 self.listener.root_changed(slug)
 
-    def _add(self, path: Path, mask: int, target: _Target) -> bool:
-        wd = self._try_add(path, mask)
+    def _add(self, path: Path, mask: int, target: Target) -> bool:
+        wd = self.watches.add(path, mask)
         if wd is None:
             return False
         self._targets[wd] = target
@@ -433,6 +350,10 @@ class Watcher:
                     log.exception("watch event %s %#x %r failed", wd, mask, name)
         before: dict[str, int] = {}  # each absorbed project's generation before its looks
         while work:
+            if work.remaps:
+                await self._remap(work, touched)
+                if not work:
+                    break
             jobs = self._jobs(work)
             self._busy += 1
             try:
@@ -507,7 +428,7 @@ class Watcher:
         for project, i, origin, path, watched in jobs:
             at = time.monotonic_ns()
             if path is None:
-                out.append((at, self._settle(project.slug, i, origin, watched)))
+                out.append((at, self.watches.settle(project.slug, i, origin, watched)))
             else:
                 out.append((at, sources.look(origin.root, origin.parts, path, max_bytes)))
         return out
@@ -522,6 +443,8 @@ class Watcher:
         project, i, origin, path, _ = job
         if self.catalog.loaded().get(project.slug) is not project or project.origins[i] != origin:
             return
+        if not self.catalog.holds(project.slug, origin):
+            return  # a Gemini folder mapped to another project since: not this one's
         touched[project.slug] = project
         at, result = timed
         if isinstance(result, tuple):
@@ -543,25 +466,29 @@ class Watcher:
         if mask & IN_IGNORED:
             self._forget(wd)
             return
+        mapped = self._mapped.get(wd)
+        if mapped is not None and mapped.asks(name):
+            work.remaps.add(mapped.source)
         if target is None:
-            self._hold(wd, mask, name, work)
+            if mapped is None:
+                self._hold(wd, mask, name, work)
             return
         if name.startswith(sources.STAGE_PREFIX):
             return
-        if isinstance(target, _Root):
+        if isinstance(target, Root):
             self._root_event(target, mask, name, work)
             return
-        if isinstance(target, _RootPending):
+        if isinstance(target, RootPending):
             self._pending_roots(wd, target)
             return
         project = self.catalog.loaded().get(target.slug)
         if project is None or target.origin >= len(project.origins):
             return
-        if isinstance(target, _Pending):
+        if isinstance(target, Pending):
             work.rescans.add((project.slug, target.origin))  # its memory folder may be there
             return
         path = f"{target.path}/{name}" if target.path else name
-        if mask & IN_ISDIR and not mask & (_ENTRY_EVENTS | IN_DELETE_SELF | IN_MOVE_SELF):
+        if mask & IN_ISDIR and not mask & (ENTRY_EVENTS | IN_DELETE_SELF | IN_MOVE_SELF):
             # A folder's own attributes: read afresh at the next getattr (folder_stat);
             # a rescan would only move the atimes of every folder it lists.
             project.tree.changes.add(path)
@@ -585,36 +512,69 @@ class Watcher:
 
     def _forget(self, wd: int) -> None:
         """The kernel dropped a watch (its folder went): a folder made again is watched anew."""
+        self._mapped.pop(wd, None)
         target = self._targets.pop(wd, None)
-        if isinstance(target, _Root):  # the root itself went: wait for it again
+        if isinstance(target, Root):  # the root itself went: wait for it again
             self._watch_root(target.source)
-        if isinstance(target, _Folder):
+        if isinstance(target, Folder):
             project = self.catalog.loaded().get(target.slug)
             if project is not None:
                 self._folders.get((id(project), target.origin), set()).discard(target.path)
                 if target.path == "":  # the memory folder itself went: wait for it again
                     origin = project.origins[target.origin]
-                    pending = self._pending_watch(target.slug, target.origin, origin)
+                    pending = self.watches.pending(target.slug, target.origin, origin)
                     if pending is not None:
                         self._targets[pending[0]] = pending[1]
 
-    def _root_event(self, target: _Root, mask: int, name: str, work: _Work) -> None:
+    def _root_event(self, target: Root, mask: int, name: str, work: _Work) -> None:
         if not mask & IN_ISDIR and not mask & (IN_DELETE | IN_MOVED_FROM):
+            return
+        if self.catalog.config.sources[target.source].mapped:
+            work.remaps.add(target.source)  # which project it is, its marker says
             return
         if mask & (IN_CREATE | IN_MOVED_TO):
             slug = self.catalog.folder_added(target.source, name)
         else:
             slug = self.catalog.folder_removed(target.source, name)
-        if slug is None:
-            return
+        if slug is not None:
+            self._slug_changed(slug, work)
+
+    def _slug_changed(self, slug: str, work: _Work, mapped: int | None = None) -> None:
+        """A folder of ``slug`` came or went at a source's root (at mapped source ``mapped``'s:
+        each of its folders is read again, as one back in a project it left was watched all
+        along)."""
         self.listener.root_changed(slug)
         project = self.catalog.loaded().get(slug)
         if project is not None:
             # A new folder of a loaded project: registered empty, scanned and watched now.
-            for i in range(len(project.origins)):
-                if (id(project), i) not in self._folders:
+            for i, origin in enumerate(project.origins):
+                if (id(project), i) not in self._folders or origin.source == mapped:
                     work.rescans.add((slug, i))
             self.listener.project_changed(project)
+
+    # --- mapped sources (Gemini CLI) ----------------------------------------------
+
+    async def _remap(self, work: _Work, touched: dict[str, Project]) -> None:
+        """Read the map of each source in ``work.remaps`` again, in one worker call, and
+        move each folder whose project changed (a new id folder, a new or changed marker).
+        After the listing, so no map read before it is taken in after it."""
+        await self.listing()
+        remaps, work.remaps = sorted(work.remaps), set()
+        self._busy += 1
+        try:
+            config = self.catalog.config
+            found = await workers.run(mapping.read, config, remaps, self.watches.add, ROOT_MASK)
+        finally:
+            self._busy -= 1
+        for read in found:
+            if read.root is not None:
+                self._targets[read.root] = Root(read.source)
+            self._mapped.update(read.roles)
+            replay = [event for wd in read.watches() for event in self._stash.pop(wd, [])]
+            for slug in self.catalog.remap(read.source, read.mapping):
+                self._slug_changed(slug, work, read.source)
+            for wd, mask, name in replay:
+                self._handle(wd, mask, name, work, touched)
 
     def _overflow(self, work: _Work) -> None:
         self.overflows += 1

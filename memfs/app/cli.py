@@ -33,7 +33,7 @@ from typing import Any, NoReturn
 
 from memfs import __version__
 from memfs.adapter.status import STATUS_XATTR
-from memfs.disk import config
+from memfs.disk import config, gemini
 from memfs.rules import slug
 from memfs.view.catalog import Catalog
 
@@ -195,14 +195,17 @@ def cmd_sources(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     where = f"config {cfg.path}" if cfg.path else "discovered (no config file)"
     if not cfg.sources:
         raise UserError(
-            "no memory sources found (no ~/.claude, ~/.claude-*, $CLAUDE_CONFIG_DIR or "
-            "~/.pi/agent/memory); create one or write ~/.config/memfs/config.toml"
+            "no memory sources found (no ~/.claude, ~/.claude-*, $CLAUDE_CONFIG_DIR, "
+            "~/.pi/agent/memory or ~/.gemini); create one or write ~/.config/memfs/config.toml"
         )
     print(f"sources: {where}")
     for s in cfg.sources:
         mark = "own " if s.own else "    "
         print(f"  {mark}{s.name:<12} {s.template}")
         print(f"       {'':<12} why: {s.why}")
+        # Gemini CLI's folders are named by ids: which project each is, or why none.
+        for line in gemini.describe(s.gemini_dir) if s.mapped else ():
+            print(f"       {'':<12} {line}")
     if cfg.own is None:
         print("no own source: a mount is read-only (writes get EROFS)")
     return 0

@@ -22,6 +22,12 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 SLUG_FIELD = "{slug}"
+# Source kinds. A template source's root holds one folder per project, named by its slug;
+# a Gemini CLI source's root (`~/.gemini/tmp`) holds one folder per project named by a
+# short id, which markers map to a project (disk/gemini.py): read-only, never own.
+TEMPLATE = "template"
+GEMINI = "gemini"
+GEMINI_DEFAULT = "~/.gemini"
 # Source names appear in history names (`<source>@<time>.md`) and in folder names.
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$")
 
@@ -32,10 +38,12 @@ class ConfigError(Exception):
 
 @dataclass(frozen=True)
 class SourceSpec:
-    """One backing folder per project, given as a template with ``{slug}``.
+    """One backing folder per project, given as a template with ``{slug}``, or Gemini CLI's
+    folder (``kind`` GEMINI).
 
-    ``root`` is the folder that holds one entry per project slug; ``tail`` the path from that
-    entry to the memory folder (``("memory",)`` for Claude Code, ``()`` for pi).
+    ``root`` is the folder that holds one entry per project (named by its slug, or for
+    Gemini CLI by an id its markers map to a project); ``tail`` the path from that entry to
+    the memory folder (``("memory",)`` for Claude Code and Gemini CLI, ``()`` for pi).
     """
 
     name: str
@@ -44,10 +52,28 @@ class SourceSpec:
     tail: tuple[str, ...]
     own: bool = False
     why: str = ""
+    kind: str = TEMPLATE
 
     def folder(self, slug_folder: str) -> Path:
         """The real memory folder of one project in this source."""
         return self.root.joinpath(slug_folder, *self.tail)
+
+    @property
+    def mapped(self) -> bool:
+        """Whether its folders are named by ids that markers map to projects (Gemini CLI),
+        not by slugs."""
+        return self.kind == GEMINI
+
+    @property
+    def gemini_dir(self) -> Path:
+        """Gemini CLI's folder (``~/.gemini``) of a GEMINI source: its root's parent."""
+        return self.root.parent
+
+
+def gemini_source(name: str, folder: Path, why: str) -> SourceSpec:
+    """The read-only source of Gemini CLI's folder ``folder``: ``<folder>/tmp/<id>/memory``."""
+    root = folder / "tmp"
+    return SourceSpec(name, f"{root}/<id>/memory", root, ("memory",), False, why, GEMINI)
 
 
 @dataclass(frozen=True)
@@ -100,7 +126,7 @@ _SECTIONS: dict[str, dict[str, tuple[type, int]]] = {
     },
 }
 _OLD_NAMES = {("limits", "handoff_versions"): "versions"}
-_SOURCE_KEYS = {"name", "path", "own"}
+_SOURCE_KEYS = {"name", "path", "own", "kind"}
 
 
 def home_dir(env: Mapping[str, str]) -> Path:
@@ -231,11 +257,19 @@ def _source(raw: object, i: int, path: Path, home: Path) -> SourceSpec:
         raise ConfigError(f"{where} must be a table")
     for key in raw:
         if key not in _SOURCE_KEYS:
-            raise ConfigError(f"{where}: unknown key {key!r}; expected name, path, own")
+            raise ConfigError(f"{where}: unknown key {key!r}; expected name, path, own, kind")
     name, template, own = raw.get("name"), raw.get("path"), raw.get("own", False)
     if not isinstance(name, str) or not _NAME_RE.match(name):
         raise ConfigError(
             f"{where}: 'name' must be 1-32 letters, digits, '_', '.' or '-', got {name!r}"
+        )
+    kind = raw.get("kind", TEMPLATE)
+    if kind == GEMINI:
+        return _gemini(raw, name, where, home)
+    if kind != TEMPLATE:
+        raise ConfigError(
+            f"{where}: 'kind' must be \"{GEMINI}\" (Gemini CLI's folder) or left out (a "
+            f"path with {SLUG_FIELD}), got {kind!r}"
         )
     if not isinstance(template, str):
         raise ConfigError(f"{where}: 'path' must be a string with {SLUG_FIELD}, got {template!r}")
@@ -244,6 +278,27 @@ def _source(raw: object, i: int, path: Path, home: Path) -> SourceSpec:
     root, tail = parse_template(template, home, where)
     why = "own = true in the config" if own else "listed in the config"
     return SourceSpec(name, template, root, tail, own, why)
+
+
+def _gemini(raw: dict[str, Any], name: str, where: str, home: Path) -> SourceSpec:
+    """A ``kind = "gemini"`` source: ``path`` is Gemini CLI's folder (default ~/.gemini)."""
+    if raw.get("own", False) is not False:
+        raise ConfigError(
+            f"{where}: 'own' must be false for a gemini source: memfs only reads Gemini "
+            "CLI's memory; remove own = true"
+        )
+    folder = raw.get("path", GEMINI_DEFAULT)
+    if not isinstance(folder, str) or SLUG_FIELD in folder:
+        raise ConfigError(
+            f"{where}: 'path' of a gemini source must be Gemini CLI's folder without "
+            f"{SLUG_FIELD} (e.g. '{GEMINI_DEFAULT}'), got {folder!r}"
+        )
+    found = expand(folder, home)
+    if not found.is_absolute() or any(p in (".", "..") for p in found.parts):
+        raise ConfigError(
+            f"{where}: path {folder!r} must be absolute or start with '~/', without '.' or '..'"
+        )
+    return gemini_source(name, found, f"kind = {GEMINI!r} in the config")
 
 
 def _check_sources(sources: tuple[SourceSpec, ...], path: Path) -> None:
@@ -259,9 +314,10 @@ def discover(env: Mapping[str, str]) -> tuple[SourceSpec, ...]:
     """Sources found when there is no config file (§3).
 
     Claude Code accounts: ``~/.claude``, every ``~/.claude-*`` and ``$CLAUDE_CONFIG_DIR``
-    holding a ``projects/`` folder; pi: ``~/.pi/agent/memory``. The own source is
-    ``$CLAUDE_CONFIG_DIR`` or ``~/.claude``; it is kept even without ``projects/`` yet (a fresh
-    account), since the first write creates that folder.
+    holding a ``projects/`` folder; pi: ``~/.pi/agent/memory``; Gemini CLI: ``~/.gemini``
+    (read-only: its ``tmp/<id>/memory`` folders, mapped to projects by disk/gemini.py). The
+    own source is ``$CLAUDE_CONFIG_DIR`` or ``~/.claude``; it is kept even without
+    ``projects/`` yet (a fresh account), since the first write creates that folder.
     """
     home = home_dir(env)
     env_dir = env.get("CLAUDE_CONFIG_DIR")
@@ -291,6 +347,9 @@ def discover(env: Mapping[str, str]) -> tuple[SourceSpec, ...]:
         root, tail = parse_template(template, home, "discovered source")
         name = _unique("pi", found)
         found.append(SourceSpec(name, template, root, tail, False, f"{pi} exists"))
+    gemini = home / ".gemini"
+    if gemini.is_dir():  # Gemini CLI is in use; its tmp/ may come later
+        found.append(gemini_source(_unique("gemini", found), gemini, f"{gemini} exists"))
     # The own source first: it wins ties and receives writes.
     return tuple(sorted(found, key=lambda s: not s.own))
 
@@ -347,8 +406,9 @@ def check_mount(config: Config, mountpoint: Path) -> None:
     """
     if not config.sources:
         raise ConfigError(
-            "no memory sources found (no ~/.claude, ~/.claude-*, $CLAUDE_CONFIG_DIR or "
-            f"~/.pi/agent/memory); create one or list sources in {config_path_hint(config)}"
+            "no memory sources found (no ~/.claude, ~/.claude-*, $CLAUDE_CONFIG_DIR, "
+            f"~/.pi/agent/memory or ~/.gemini); create one or list sources in "
+            f"{config_path_hint(config)}"
         )
     mnt = _resolved(mountpoint)
     for source in config.sources:

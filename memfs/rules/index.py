@@ -119,9 +119,6 @@ def _is_new(line: str, linked: set[str], seen: set[str]) -> bool:
 
 # --- a save of the view, as a change of the own index ---------------------------------
 
-# What memfs serves itself at a project's top (§6): never a topic an index may link.
-_SYNTHETIC = re.compile(r"PREAMBLE(?:-[0-9]+)?\.md")
-
 
 def text_of(line: str) -> str:
     """What two lines are compared by: the line without its trailing whitespace (a
@@ -130,8 +127,9 @@ def text_of(line: str) -> str:
 
 
 def links_synthetic(line: str) -> bool:
-    """Whether ``line`` links a file memfs makes up (`PREAMBLE.md`, ``PREAMBLE-<N>.md``),
-    spelled as an index would: ``./PREAMBLE.md``, ``<PREAMBLE.md>``, with a ``#part``."""
+    """Whether ``line`` links a file memfs makes up at a project's top (`PREAMBLE.md`, a
+    ``PREAMBLE-<N>.md`` it serves, §6), spelled as an index would: ``./PREAMBLE.md``,
+    ``<PREAMBLE.md>``, with a ``#part``."""
     target = link_target(line)
     if target is None:
         return False
@@ -140,7 +138,10 @@ def links_synthetic(line: str) -> bool:
     path = path.removeprefix("<").removesuffix(">").split("#", 1)[0].split("?", 1)[0]
     while path.startswith("./"):
         path = path[2:]
-    return _SYNTHETIC.fullmatch(path) is not None
+    # Imported here: preamble.py imports this module (its index section is the union).
+    from memfs.rules import preamble
+
+    return path == "PREAMBLE.md" or preamble.sized_budget(path) is not None
 
 
 @dataclass(frozen=True)

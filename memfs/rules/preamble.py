@@ -27,6 +27,8 @@ from memfs.rules.budget import SHORT, WHOLE, cut_utf8, plan
 __all__ = [
     "CLAUDE_MEMORY_BYTES",
     "CLAUDE_MEMORY_LINES",
+    "SIZED_MAX",
+    "SIZED_MIN",
     "Doc",
     "IndexEntry",
     "MemoryOverLimit",
@@ -39,6 +41,7 @@ __all__ = [
     "memory_over_limit",
     "render",
     "render_empty",
+    "sized_budget",
     "strip_drift_header",
     "utc_date",
     "utc_minute",
@@ -117,6 +120,30 @@ class PreambleInput:
     newest: Sequence[Doc]
     rest: Sequence[IndexEntry]
     more: int
+
+
+# --- PREAMBLE-<N>.md (§6) ------------------------------------------------------
+
+# The budgets a name `PREAMBLE-<N>.md` may ask for: below 256 bytes not even the frame
+# fits (a cut frame tells an agent nothing), above 1 MiB no file a source holds is kept.
+SIZED_MIN = 256
+SIZED_MAX = 1 << 20
+# N in decimal, spelled one way only (no sign, no leading zero): one rendering has one
+# name, so no two names share a page cache for the same bytes. [0-9], not \d: \d takes
+# other scripts' digits, which int() would read.
+_SIZED_RE = re.compile(r"PREAMBLE-([1-9][0-9]*)\.md")
+
+
+def sized_budget(name: str) -> int | None:
+    """N of a name ``PREAMBLE-<N>.md`` memfs serves (SIZED_MIN <= N <= SIZED_MAX), else
+    None: any other name, a path with a folder, N out of range or spelled otherwise."""
+    if not name.startswith("PREAMBLE-"):
+        return None  # most names: asked of every path a project's view takes in
+    found = _SIZED_RE.fullmatch(name)
+    if found is None or len(found[1]) > len(str(SIZED_MAX)):
+        return None
+    n = int(found[1])
+    return n if SIZED_MIN <= n <= SIZED_MAX else None
 
 
 # --- handoffs (§6.2) ---------------------------------------------------

@@ -4,10 +4,13 @@
 
 Listing the root names every project without reading any project folder: one ``scandir`` of
 each source's root (`load_listing`, disk I/O), then kept current by `folder_added` and
-`folder_removed` (the watcher calls them, no I/O). A project is built by `build` (disk I/O:
-the watcher runs it in a worker thread, see watch.py) and published by `adopt`. A canonical
-slug no source holds yet is served as an *empty* project (§4: ``here`` never dangles):
-a Project with no folder, which becomes an ordinary one when its first folder appears.
+`folder_removed` (the watcher calls them, no I/O). A folder's name is its slug,
+canonicalised; a Gemini CLI source's folders are named by ids instead, and the slug each maps
+to is read with the listing (disk/gemini.py) and kept current by `remap`. A project is built
+by `build` (disk I/O: the watcher runs it in a worker thread, see watch.py) and published by
+`adopt`. A canonical slug no source holds yet is served as an *empty* project (§4: ``here``
+never dangles): a Project with no folder, which becomes an ordinary one when its first folder
+appears.
 """
 
 from __future__ import annotations
@@ -17,8 +20,8 @@ import os
 
 from sortedcontainers import SortedDict
 
-from memfs.disk import sources, staging, state
-from memfs.disk.config import Config
+from memfs.disk import gemini, sources, staging, state
+from memfs.disk.config import Config, SourceSpec
 from memfs.rules import names
 from memfs.rules import slug as slugs
 from memfs.view.project import Origin, Project
@@ -45,7 +48,10 @@ class Catalog:
         self._slugs: SortedDict[str, set[tuple[int, str]]] | None = None
         self._projects: dict[str, Project] = {}  # canonical slug -> loaded project
         self._empty: dict[str, Project] = {}  # canonical slug no source holds -> its view
-        self._early: list[tuple[bool, int, str]] = []  # root changes before the listing
+        # root changes before the listing: (added, source, folder name, mapped slug)
+        self._early: list[tuple[bool, int, str, str | None]] = []
+        # A mapped (Gemini CLI) source's folders: source -> folder name -> its slug
+        self._mapped: dict[int, dict[str, str]] = {}
 
     @property
     def listed(self) -> bool:
@@ -56,41 +62,53 @@ class Catalog:
         if self._slugs is None:
             self.set_listing(self.read_listing())
 
-    def read_listing(self) -> list[tuple[int, str]]:
-        """Every (source, folder name) in the sources' roots: disk I/O, changes nothing (a
-        worker thread runs it; `set_listing` takes the result in)."""
-        return [
-            (i, name)
-            for i, source in enumerate(self.config.sources)
-            for name in sources.list_slug_folders(source.root)
-        ]
+    def read_listing(self) -> list[tuple[int, str, str | None]]:
+        """Every (source, folder name, the slug a mapped source's folder maps to) in the
+        sources' roots: disk I/O, changes nothing (a worker thread runs it; `set_listing`
+        takes the result in). A mapped folder that maps to no project is left out."""
+        found: list[tuple[int, str, str | None]] = []
+        for i, source in enumerate(self.config.sources):
+            if source.mapped:
+                found += [(i, m.folder, m.slug) for m in read_map(source) if m.slug]
+            else:
+                found += [(i, name, None) for name in sources.list_slug_folders(source.root)]
+        return found
 
-    def set_listing(self, found: list[tuple[int, str]]) -> None:
+    def set_listing(self, found: list[tuple[int, str, str | None]]) -> None:
         """Take in a listing, and what the watcher reported while it was read."""
         if self._slugs is not None:
             return
         self._slugs = SortedDict()
-        for i, name in found:
-            self._add(i, name)
+        for i, name, slug in found:
+            self._add(i, name, slug)
         early, self._early = self._early, []
-        for added, i, name in early:
-            (self.folder_added if added else self.folder_removed)(i, name)
+        for added, i, name, slug in early:
+            if added:
+                self.folder_added(i, name, slug)
+            else:
+                self.folder_removed(i, name)
 
     def _listing(self) -> SortedDict[str, set[tuple[int, str]]]:
         self.load_listing()  # a no-op once listed: the adapter lists from a worker first
         assert self._slugs is not None
         return self._slugs
 
-    def _add(self, source: int, name: str) -> str | None:
+    def _add(self, source: int, name: str, mapped: str | None = None) -> str | None:
         # A dot name (.stfolder, .stversions, .git) is a tool's, never a project (§2):
         # refused before canonicalising, which would turn '.git' into the slug '-git'.
         if not sources.valid_name(name) or not names.project_folder(name):
             return None
-        canonical = slugs.canonical_slug(name)
-        if not canonical.startswith("-"):
+        is_mapped = self.config.sources[source].mapped
+        canonical = mapped if is_mapped else slugs.canonical_slug(name)
+        if canonical is None or not canonical.startswith("-"):
             # Slugs encode absolute paths, so they begin with '-'; anything else in a
             # source's root is not a project (and must never shadow `here`).
             return None
+        if is_mapped:
+            known = self._mapped.setdefault(source, {})
+            if name in known:
+                self.folder_removed(source, name)  # mapped anew: it leaves its old project
+            known[name] = canonical
         assert self._slugs is not None
         self._slugs.setdefault(canonical, set()).add((source, name))
         return canonical
@@ -111,6 +129,14 @@ class Catalog:
         if found is None and self.has(slug):
             found = self.adopt(self.build(slug))
         return found
+
+    def holds(self, slug: str, origin: Origin) -> bool:
+        """Whether ``origin`` is still one of ``slug``'s folders (memory only). A mapped
+        source's folder may move to another project while a loaded one keeps the origin:
+        the watcher reads it for that project no more."""
+        if self._slugs is None or not self.config.sources[origin.source].mapped:
+            return True  # a slug folder is its slug's for as long as it exists
+        return (origin.source, origin.parts[0]) in self._slugs.get(slug, ())
 
     def origins(self, slug: str) -> list[Origin]:
         return [self._origin(s, n) for s, n in sorted(self._listing().get(slug, ()))]
@@ -148,12 +174,13 @@ class Catalog:
         spec = self.config.sources[source]
         return Origin(source, spec.root, (name, *spec.tail))
 
-    def folder_added(self, source: int, name: str) -> str | None:
-        """A slug folder appeared in a source's root; returns its canonical slug."""
+    def folder_added(self, source: int, name: str, mapped: str | None = None) -> str | None:
+        """A slug folder appeared in a source's root (a mapped source's folder: with the
+        slug it maps to); returns its canonical slug."""
         if self._slugs is None:
-            self._early.append((True, source, name))  # taken in after the first listing
+            self._early.append((True, source, name, mapped))  # taken in after the listing
             return None
-        canonical = self._add(source, name)
+        canonical = self._add(source, name, mapped)
         if canonical is None:
             return None
         empty = self._empty.pop(canonical, None)
@@ -166,11 +193,16 @@ class Catalog:
 
     def folder_removed(self, source: int, name: str) -> str | None:
         if self._slugs is None:
-            self._early.append((False, source, name))
+            self._early.append((False, source, name, None))
             return None
         if not sources.valid_name(name):
             return None
-        canonical = slugs.canonical_slug(name)
+        if self.config.sources[source].mapped:
+            canonical = self._mapped.get(source, {}).pop(name, None)
+            if canonical is None:
+                return None
+        else:
+            canonical = slugs.canonical_slug(name)
         folders = self._slugs.get(canonical)
         if folders is None:
             return None
@@ -185,6 +217,22 @@ class Catalog:
             if not folders:
                 del self._projects[canonical]
         return canonical
+
+    def remap(self, source: int, mapping: dict[str, str]) -> list[str]:
+        """Mapped source ``source``'s folders map as ``mapping`` says now (folder name ->
+        slug; a folder that maps to no project is not in it): each folder whose project
+        changed leaves the old one and joins the new. Memory only; returns the slugs whose
+        folders changed, sorted. Needs the listing (the watcher lists first)."""
+        assert self._slugs is not None, "remapped before the listing"
+        before = dict(self._mapped.get(source, {}))
+        touched = set()
+        for name, slug in before.items():
+            if mapping.get(name) != slug:
+                touched.add(self.folder_removed(source, name))
+        for name, slug in sorted(mapping.items()):
+            if before.get(name) != slug:
+                touched.add(self.folder_added(source, name, slug))
+        return sorted(s for s in touched if s is not None)
 
     def own_place(self, slug: str) -> staging.Place | None:
         """Where writes to ``slug`` land: the own source's folder named by the canonical slug."""
@@ -210,6 +258,14 @@ class Catalog:
         """Assert every invariant; the tests call this after each change."""
         if self._slugs is not None:
             assert all(self._slugs.values()), "a listed slug with no folder"
+            listed = {(s, n): slug for slug, fs in self._slugs.items() for s, n in fs}
+            for source, folders in self._mapped.items():
+                assert self.config.sources[source].mapped, source
+                for name, slug in folders.items():
+                    assert listed.get((source, name)) == slug, (source, name)
+            for (source, name), slug in listed.items():
+                if self.config.sources[source].mapped:
+                    assert self._mapped[source][name] == slug, (source, name)
         for slug, project in self._projects.items():
             assert project.slug == slug
             project._check()
@@ -217,3 +273,8 @@ class Catalog:
             assert slug not in self._projects, slug
             assert not self.has(slug), slug
             assert not project.origins, slug
+
+
+def read_map(source: SourceSpec) -> list[gemini.Mapping]:
+    """A mapped source's folders and the projects they map to (disk I/O)."""
+    return gemini.read_map(source.gemini_dir)

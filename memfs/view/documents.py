@@ -31,6 +31,9 @@ log = logging.getLogger(__name__)
 # Bytes read from a file's start to find its frontmatter description.
 DESCRIPTION_BYTES = 2048
 DESCRIPTIONS_KEPT = 4096  # descriptions cached before the cache starts over
+# PREAMBLE-<N>.md renderings kept per project at once (§6): a few budgets are asked for
+# again and again (an agent's own); any N may be, so the cache starts over past this.
+SIZED_KEPT = 8
 # Reads `bodies_wanted` adds beyond what the renderings need when every file is text: a
 # rendering skips a file that is not text, or gone, and reads the next one.
 SPARE_READS = 2
@@ -61,6 +64,7 @@ class Documents:
         self._of = weakref.ref(project)
         self._memory: Rendered | None = None
         self._preamble: Rendered | None = None
+        self._sized: dict[int, Rendered] = {}  # budget -> PREAMBLE-<budget>.md (§6)
         self._descriptions: dict[Version, str | None] = {}
         # version -> (the limit it was read with, its bytes), read off the request thread
         # for the renderings to come (`bodies_wanted`, `keep_bodies`)
@@ -196,15 +200,18 @@ class Documents:
 
     # --- PREAMBLE.md -----------------------------------------------------------------
 
-    def preamble(self, files_at: str | None, now_ns: int | None = None) -> bytes:
-        """PREAMBLE.md for this generation of the project (§6), cached until it changes.
+    def preamble(
+        self, files_at: str | None, now_ns: int | None = None, budget: int | None = None
+    ) -> bytes:
+        """PREAMBLE.md for this generation of the project (§6), cached until it changes;
+        with ``budget``, PREAMBLE-<budget>.md: the same rendering under that budget.
 
         ``files_at`` is the mount folder of this project; None (no mount) points every
         marker at the file's real path instead.
         """
         project = self._project
         now = time.time_ns() if now_ns is None else now_ns
-        cached = self._preamble
+        cached = self._preamble if budget is None else self._sized.get(budget)
         if (
             cached is not None
             and cached.generation == project.generation
@@ -212,8 +219,17 @@ class Documents:
             and now < cached.valid_until_ns
         ):
             return cached.data
-        data, valid_until = self._render_preamble(project, files_at, now)
-        self._preamble = Rendered(project.generation, data, valid_until, files_at)
+        settings = project.config.preamble
+        data, valid_until = self._render_preamble(
+            project, files_at, now, settings.budget if budget is None else budget
+        )
+        rendered = Rendered(project.generation, data, valid_until, files_at)
+        if budget is None:
+            self._preamble = rendered
+        else:
+            if len(self._sized) >= SIZED_KEPT:
+                self._sized.clear()
+            self._sized[budget] = rendered
         return data
 
     def preamble_valid_until(self) -> int:
@@ -222,7 +238,7 @@ class Documents:
         return cached.valid_until_ns if cached is not None else FOREVER_NS
 
     def _render_preamble(
-        self, project: Project, files_at: str | None, now: int
+        self, project: Project, files_at: str | None, now: int, budget: int
     ) -> tuple[bytes, int]:
         settings = project.config.preamble
         due = _Due()  # when the rendering changes by itself: a file dated after `now`
@@ -274,7 +290,7 @@ class Documents:
             rest=rest,
             more=max(0, eligible - len(newest) - len(rest)),
         )
-        data = preamble.render(inp, budget=settings.budget, file_cap=settings.file_cap)
+        data = preamble.render(inp, budget=budget, file_cap=settings.file_cap)
         return data, due.ns
 
     def _index_entry(
@@ -405,7 +421,7 @@ class Documents:
         """Assert every invariant of what is cached; Project._check calls this."""
         project = self._project
         # Every cache is of a generation the project had: none runs ahead of the view.
-        for rendered in (self._memory, self._preamble):
+        for rendered in (self._memory, self._preamble, *self._sized.values()):
             assert rendered is None or rendered.generation <= project.generation
         for asked in (self._stale, self._over_limit):
             assert asked is None or asked[0] <= project.generation
@@ -418,6 +434,7 @@ class Documents:
         # A body is kept with the limit it was read with, and never holds more.
         assert all(len(data) <= limit for limit, data in self._bodies.values())
         assert len(self._descriptions) <= DESCRIPTIONS_KEPT + 1
+        assert len(self._sized) <= SIZED_KEPT
 
 
 def read_bodies(reads: Sequence[tuple[Version, BodyRead]]) -> dict[Version, tuple[int, bytes]]:
@@ -432,18 +449,24 @@ def read_bodies(reads: Sequence[tuple[Version, BodyRead]]) -> dict[Version, tupl
     return out
 
 
-def empty_preamble(config: Config, slug: str, files_at: str | None) -> bytes:
+def empty_preamble(
+    config: Config, slug: str, files_at: str | None, budget: int | None = None
+) -> bytes:
     """PREAMBLE.md of project ``slug`` while no source holds memory for it (§4, §6).
 
     Needs no Project: the frame says there is no memory yet and where the first write
     lands (the own source's folder for ``slug``), or that the mount is read-only. Under
-    the configured budget. ``files_at`` is the project's folder in the mount; None (no
-    mount) names the own source's folder there instead, or the slug without one.
+    the configured budget, or ``budget`` (PREAMBLE-<budget>.md). ``files_at`` is the
+    project's folder in the mount; None (no mount) names the own source's folder there
+    instead, or the slug without one.
     """
     own = config.own
     own_folder = str(own.folder(slug)) if own is not None else None
     return preamble.render_empty(
-        slug, files_at or own_folder or slug, own_folder, budget=config.preamble.budget
+        slug,
+        files_at or own_folder or slug,
+        own_folder,
+        budget=config.preamble.budget if budget is None else budget,
     )
 
 

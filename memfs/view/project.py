@@ -28,7 +28,7 @@ from memfs.rules.tree import ROOT, Tree, parent_of
 from memfs.view.documents import BodyRead, Documents
 from memfs.view.documents import read_bodies as read_bodies
 from memfs.view.holdings import Holdings, cached_path_rule
-from memfs.view.versions import DIR_WHITEOUT, FOREVER_NS, RESERVED
+from memfs.view.versions import DIR_WHITEOUT, FOREVER_NS, reserved
 from memfs.view.versions import HISTORY as HISTORY
 from memfs.view.versions import MEMORY as MEMORY
 from memfs.view.versions import PREAMBLE as PREAMBLE
@@ -158,7 +158,7 @@ class Project(Holdings):
         path = v.path
         # A source file at, or below a folder named like, a name memfs serves itself goes
         # to history: it can neither replace nor hide under the synthetic entry.
-        if path.split("/", 1)[0] in RESERVED or self._under.get(path, 0) > 0:
+        if reserved(path.split("/", 1)[0]) or self._under.get(path, 0) > 0:
             return False
         source = self.config.sources[self.origins[v.origin].source].name
         return (path, source, v.mtime_ns) not in self._whiteouts
@@ -304,9 +304,11 @@ class Project(Holdings):
         """The body MEMORY.md shows: `Documents.memory_index`."""
         return self.documents.memory_index()
 
-    def preamble(self, files_at: str | None, now_ns: int | None = None) -> bytes:
-        """PREAMBLE.md for this generation: `Documents.preamble`."""
-        return self.documents.preamble(files_at, now_ns)
+    def preamble(
+        self, files_at: str | None, now_ns: int | None = None, budget: int | None = None
+    ) -> bytes:
+        """PREAMBLE.md (or PREAMBLE-<budget>.md) for this generation: `Documents.preamble`."""
+        return self.documents.preamble(files_at, now_ns, budget)
 
     def bodies_wanted(self, now_ns: int | None = None) -> list[tuple[Version, BodyRead]]:
         """The reads the next renderings want done ahead: `Documents.bodies_wanted`."""
@@ -373,7 +375,7 @@ def _in_preamble(path: str) -> bool:
 
 def _hidden(path: str) -> bool:
     """Folders of sources that the main view does not show as folders."""
-    return path in RESERVED or path == ROOT
+    return reserved(path) or path == ROOT
 
 
 def _mtime_key(v: Version) -> tuple[int, str]:

@@ -12,13 +12,22 @@ import enum
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from memfs.rules import history
+from memfs.rules import history, preamble
 
 HISTORY = history.HISTORY
 PREAMBLE = "PREAMBLE.md"
 MEMORY = "MEMORY.md"
 # Names at a project's root that memfs itself serves; a source file there is history only.
+# `reserved` adds PREAMBLE-<N>.md: a name for every N memfs serves (§6).
 RESERVED = frozenset({HISTORY, PREAMBLE})
+
+
+def reserved(name: str) -> bool:
+    """Whether a project's top-level ``name`` is one memfs serves itself (§4): a source's
+    file or folder of that name shows under ``.history/`` only."""
+    return name in RESERVED or preamble.sized_budget(name) is not None
+
+
 DIR_WHITEOUT = -1  # the mtime field of a folder's whiteout
 FOREVER_NS = 1 << 62  # a moment no file is dated at: "never", for what comes due later
 

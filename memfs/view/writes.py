@@ -34,7 +34,7 @@ from memfs.disk.config import Config
 from memfs.disk.index_save import SaveIndex
 from memfs.disk.staging import RENAME_NOREPLACE
 from memfs.disk.steps import Applied, Step  # by name: in Plan's body, steps is its field
-from memfs.rules import history, names
+from memfs.rules import history, names, preamble
 from memfs.rules.history import in_history
 from memfs.rules.tree import ancestors, parent_of
 from memfs.view.catalog import Catalog, is_project_name
@@ -137,7 +137,7 @@ def target_folder(catalog: Catalog, slug: str, path: str) -> staging.Place:
         Refused: EACCES for what memfs serves read-only (§7.4), EINVAL for a name of
             memfs's own temp files, EROFS with no own source.
     """
-    if path == PREAMBLE or in_history(path):
+    if path == PREAMBLE or preamble.sized_budget(path) is not None or in_history(path):
         raise Refused(errno.EACCES)
     if parent_of(path)[1].startswith(sources.STAGE_PREFIX):
         raise Refused(errno.EINVAL)  # never served, and swept after a crash

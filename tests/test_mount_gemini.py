@@ -1,0 +1,132 @@
+"""Tier 3: Gemini CLI's per-project memory through a real mount (§1, §3, §5.4).
+
+With no source listed, memfs discovers ``~/.gemini`` as a read-only source: each
+``tmp/<id>/memory/`` joins the project its ``.project_root`` names, under Claude Code's
+slug of that root. The Gemini folders are made as Gemini CLI makes them (gemini_layout.py),
+in the sandbox's home.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from gemini_layout import GeminiCli
+from helpers import digest
+from mounting import MOUNT_MARKS, Mounts, Sandbox, set_age, slug_of, wait_until
+
+from memfs.view.project import history_stamp
+
+pytestmark = MOUNT_MARKS
+
+SOON = 1.0  # §5.4: a change in a source shows within a second
+
+
+def discovering(box: Sandbox) -> None:
+    """A config file with no [[source]]: the sources are discovered in the sandbox's home
+    (~/.claude own, ~/.claude-work, ~/.pi and, once it exists, ~/.gemini)."""
+    box.config_path.write_text("[preamble]\nbudget = 8192\n", encoding="utf-8")
+
+
+def checkout(box: Sandbox, *parts: str) -> Path:
+    """A project root in the sandbox: ``/home/u/src/shop`` becomes ``<home>/u/src/shop``."""
+    root = box.home.joinpath(*parts)
+    root.mkdir(parents=True, exist_ok=True)
+    return Path(os.path.realpath(root))
+
+
+def put(folder: Path, name: str, body: str, age_days: float) -> Path:
+    path = folder / name
+    path.write_text(body, encoding="utf-8")
+    set_age(path, age_days)
+    return path
+
+
+def test_both_tools_memory_is_one_project(sandbox: Sandbox, mounts: Mounts) -> None:
+    discovering(sandbox)
+    root = checkout(sandbox, "u", "src", "shop")
+    slug = slug_of(root)
+    claude = sandbox.home / ".claude" / "projects" / slug / "memory"
+    claude.mkdir(parents=True)
+    put(claude, "MEMORY.md", "- [Architecture](architecture.md)\n- [Shared](shared.md)\n", 5)
+    put(claude, "architecture.md", "CLAUDE ARCHITECTURE\n", 4)
+    put(claude, "shared.md", "CLAUDE SHARED\n", 3)
+    memory = GeminiCli(sandbox.home).memory(root)
+    assert memory == sandbox.home / ".gemini" / "tmp" / "shop" / "memory"
+    put(memory, "MEMORY.md", "- [Deploys](deploys.md)\n- [Shared](shared.md)\n", 2)
+    put(memory, "deploys.md", "GEMINI DEPLOYS\n", 1.5)
+    shared = put(memory, "shared.md", "GEMINI SHARED, NEWER\n", 1)
+    listed = sandbox.memfs("sources", "--config", sandbox.config_path)
+    assert f"shop -> {root} -> {slug} (from .project_root)" in listed.stdout, listed
+    gemini_before = digest(sandbox.home / ".gemini")
+    mounts()
+    mnt = sandbox.mnt(slug)
+    assert sandbox.out("ls", sandbox.mountpoint).split() == [slug.encode(), b"here"]
+    # Both tools' topics, in the project Claude Code's slug names.
+    names = sandbox.out("ls", "-A", mnt).decode().split()
+    assert names == [
+        ".history",
+        "MEMORY.md",
+        "PREAMBLE.md",
+        "architecture.md",
+        "deploys.md",
+        "shared.md",
+    ]
+    assert sandbox.out("cat", mnt / "deploys.md") == b"GEMINI DEPLOYS\n"
+    # MEMORY.md: the union of both indexes, the own one first.
+    assert sandbox.out("cat", mnt / "MEMORY.md") == (
+        b"- [Architecture](architecture.md)\n- [Shared](shared.md)\n- [Deploys](deploys.md)\n"
+    )
+    # The own version is the head; Gemini's, newer, is history under its source's name.
+    assert sandbox.out("cat", mnt / "shared.md") == b"CLAUDE SHARED\n"
+    kept = mnt / ".history" / "shared.md" / f"gemini@{history_stamp(shared.stat().st_mtime_ns)}.md"
+    assert sandbox.out("cat", kept) == b"GEMINI SHARED, NEWER\n"
+    preamble = sandbox.out("cat", mnt / "PREAMBLE.md")
+    assert b"deploys.md" in preamble
+    assert b"own copy older than .history/shared.md/gemini@" in preamble
+    # From the project's folder, `here` is that project.
+    assert sandbox.out("cat", sandbox.mnt("here", "deploys.md"), cwd=root) == b"GEMINI DEPLOYS\n"
+    # Read-only: an edit of Gemini's topic through the mount lands in the own source.
+    sandbox.run("sh", "-c", f"echo EDITED >> {mnt / 'deploys.md'}")
+    assert (claude / "deploys.md").read_bytes() == b"GEMINI DEPLOYS\nEDITED\n"
+    assert digest(sandbox.home / ".gemini") == gemini_before
+
+
+def test_gemini_projects_show_without_a_remount(sandbox: Sandbox, mounts: Mounts) -> None:
+    discovering(sandbox)
+    (sandbox.home / ".gemini").mkdir()  # Gemini CLI installed, never run in a project
+    root = checkout(sandbox, "u", "src", "shop")
+    slug = slug_of(root)
+    claude = sandbox.home / ".claude" / "projects" / slug / "memory"
+    claude.mkdir(parents=True)
+    put(claude, "notes.md", "CLAUDE NOTES\n", 1)
+    mounts()
+    mnt = sandbox.mnt(slug)
+    assert sandbox.out("ls", mnt).split() == [b"PREAMBLE.md", b"notes.md"]  # loaded, watched
+    cli = GeminiCli(sandbox.home)
+    # Gemini's first session here: tmp/, tmp/shop/ and its marker, then memory.
+    put(cli.memory(root), "gemini-topic.md", "FROM GEMINI\n", 0)
+    wait_until(lambda: (mnt / "gemini-topic.md").exists(), SOON, "Gemini's topic")
+    assert sandbox.out("cat", mnt / "gemini-topic.md") == b"FROM GEMINI\n"
+    # A project only Gemini knows, in a git repository's subfolder: the repository's.
+    repo = checkout(sandbox, "u", "src", "tool")
+    (repo / ".git").mkdir()
+    put(cli.memory(checkout(sandbox, "u", "src", "tool", "cli")), "t.md", "TOOL\n", 0)
+    tool = sandbox.mnt(slug_of(repo))
+    wait_until(lambda: (tool / "t.md").exists(), SOON, "a project only Gemini has")
+    assert slug_of(repo).encode() in sandbox.out("ls", sandbox.mountpoint).split()
+    # A folder whose marker is written later maps once it is; a second folder of one name
+    # (Gemini's -1) is another project.
+    late = cli.tmp / "late" / "memory"
+    late.mkdir(parents=True)
+    put(late, "l.md", "LATE\n", 0)
+    other = checkout(sandbox, "u", "other", "shop")
+    (cli.tmp / "late" / ".project_root").write_text(str(other))
+    wait_until(lambda: (sandbox.mnt(slug_of(other)) / "l.md").exists(), SOON, "a late marker")
+    assert cli.register(other) == "late"  # Gemini reads the marker back as its own
+    second = checkout(sandbox, "u", "more", "shop")
+    assert cli.register(second) == "shop-1"
+    put(cli.memory(second), "s.md", "SECOND SHOP\n", 0)
+    wait_until(lambda: (sandbox.mnt(slug_of(second)) / "s.md").exists(), SOON, "shop-1")
+    assert sandbox.out("cat", mnt / "gemini-topic.md") == b"FROM GEMINI\n"
+    assert not (mnt / "s.md").exists()
