@@ -102,10 +102,7 @@ STRESSORS: dict[str, tuple[str, ...]] = {
 }
 
 # Stressors whose time cap is longer than SECONDS (their work is bounded by --*-ops).
-# filename: its probe of the characters a name may hold creates and unlinks a file per
-# byte value, and each unlink now keeps a version (§7.2): on the 2-core test machine 10 s
-# ran out before its first operation (in 7-16 s it does both).
-LONGER: dict[str, int] = {"filename": 30, "fsize": 30}
+LONGER: dict[str, int] = {"filename": 10, "fsize": 30}
 
 # Never run: their subject is a call §7.3 answers with EPERM.
 SKIPPED_AS_DESIGNED: dict[str, str] = {
