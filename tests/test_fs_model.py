@@ -202,8 +202,8 @@ class Model:
         """An own version is about to be replaced or removed: memfs keeps it as
         ``.history/<path>/<own>@<UTC of its mtime>.md`` (``~N`` within one second), the
         last KEEP_LAST of them (the project's bytes for history are far from spent)."""
-        if path not in self.own:
-            return
+        if path not in self.own or not self.own[path].data:
+            return  # an empty version holds no memory: none is kept
         kept = self.kept.setdefault(path, {})
         base = f"{OWN}@{history_stamp(mtime_ns)}"
         n = max((kept_order(k)[1] for k in kept if kept_order(k)[0] == base), default=0) + 1

@@ -352,7 +352,9 @@ def keep_version(dir_fd: int, name: str, keep: Keep) -> list[str]:
         st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     except FileNotFoundError:
         return []
-    if not stat.S_ISREG(st.st_mode):
+    if not stat.S_ISREG(st.st_mode) or st.st_size == 0:
+        # An empty version holds no memory: keeping it would only make a folder under
+        # .history/ for every scratch file a tool makes and removes.
         return []
     touched = keep.view_paths(_keep_one(dir_fd, name, st, keep))
     if keep.project is not None:
