@@ -51,6 +51,10 @@ CASES: dict[str, tuple[list[str], list[str]]] = {
     "backup": (["notes.md~", "MEMORY.md~"], ["~notes.md", "notes~.md", "~"]),
     "jetbrains": (["notes.md___jb_tmp___", "notes.md___jb_old___"], ["notes___jb.md"]),
     "gio-tmp": ([".goutputstream-AB12cd"], ["goutputstream-AB12cd"]),
+    "claude-backfill": (
+        [".MEMORY.md.backfill-4242-1a2b3c.tmp"],
+        ["MEMORY.md.backfill-4242-1a2b3c.tmp", ".MEMORY.md.backfill-x-1a.tmp"],
+    ),
     "macos-ds-store": ([".DS_Store"], ["DS_Store"]),
     "macos-appledouble": (["._notes.md"], ["_notes.md", "._"]),
 }
@@ -123,6 +127,7 @@ WAYS: dict[str, names.Way] = {
     "emacs-lock": names.Way.WRITERS,
     "backup": names.Way.WRITERS,
     "jetbrains": names.Way.WRITERS,
+    "claude-backfill": names.Way.WRITERS,
     "gio-tmp": names.Way.WRITERS,
     "macos-ds-store": names.Way.REFUSED,
     "macos-appledouble": names.Way.REFUSED,

@@ -113,6 +113,14 @@ RULES: tuple[Rule, ...] = (
     _rule("backup", OK, r".+~", F, f"{IN_FLIGHT}: editor backup file"),
     _rule("jetbrains", OK, r".+___jb_(?:tmp|old)___", F, f"{IN_FLIGHT}: JetBrains temp file"),
     _rule("gio-tmp", OK, r"\.goutputstream-[A-Za-z0-9]{6}", F, f"{IN_FLIGHT}: GIO temp file"),
+    # Claude Code's index backfill: `.MEMORY.md.backfill-<pid>-<hex>.tmp`, then link().
+    _rule(
+        "claude-backfill",
+        OK,
+        r"\.MEMORY\.md\.backfill-[0-9]+-[0-9a-z]+\.tmp",
+        F,
+        f"{IN_FLIGHT}: Claude Code index backfill",
+    ),
     # Desktop litter: Finder's folder settings and AppleDouble resource forks.
     _rule("macos-ds-store", NO, r"\.DS_Store", F, f"{TOOL_FILE}: macOS folder settings"),
     _rule("macos-appledouble", NO, r"\._.+", F, f"{TOOL_FILE}: macOS resource fork"),
