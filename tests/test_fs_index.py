@@ -310,7 +310,7 @@ async def test_claude_codes_index_backfill_never_links_the_preamble(sample: Samp
     await ok(ops, ops.unlink(project.st_ino, temp.encode(), CTX))
     own = sample.own.parent.parent / slug / "memory"
     assert (own / "MEMORY.md").read_bytes() == b"# Memory\n- [Notes](notes.md)\n"
-    assert sorted(os.listdir(own)) == [".history", "MEMORY.md"]  # the temp file's (§7.2)
+    assert sorted(os.listdir(own)) == ["MEMORY.md"]  # the temp file, a writer's: no version
 
 
 def test_state_folder_keeps_hidden_lines_private(tmp_path: Path) -> None:

@@ -355,6 +355,6 @@ def test_claude_codes_index_backfill_in_a_new_project_never_links_the_preamble(
     assert done.returncode == 0, done.stderr
     assert done.stdout == "EPERM\n# Memory\n- [Notes](notes.md) - what was learnt\n"
     own = sandbox.source("personal").folder(slug)
-    assert sorted(os.listdir(own)) == [".history", "MEMORY.md"]  # the temp file's (§7.2)
+    assert sorted(os.listdir(own)) == ["MEMORY.md"]  # the temp file, a writer's: no version
     assert (own / "MEMORY.md").read_text() == "# Memory\n- [Notes](notes.md) - what was learnt\n"
     assert b"PREAMBLE" not in sandbox.out("cat", sandbox.mnt(slug, "MEMORY.md"))
