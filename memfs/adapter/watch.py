@@ -162,6 +162,8 @@ class Watcher:
         # renders what the first requests will ask for (PREAMBLE.md reads up to 50 files).
         self.warm: Callable[[Project], object] | None = None
         for i, source in enumerate(catalog.config.sources):
+            if not source.projects:
+                continue  # its folder is an origin of global/ only, watched when loaded
             self._watch_root(i)
             if source.mapped:  # its folders' markers are watched by a first remap
                 self._send.send_nowait(_Work(remaps={i}))
