@@ -87,6 +87,15 @@ def test_global_merges_user_memory(sandbox: Sandbox, mounts: Mounts) -> None:
         "WORK USER MEMORY, NEWER\n"
     )
     assert errno_of((claude / "settings.json").write_text, "{}") == errno.EACCES
+    # The journal names it, and `memfs restore` puts the kept version back (§7.2).
+    logged = sandbox.memfs("log", claude / "CLAUDE.md")
+    assert logged.returncode == 0, logged.stderr
+    assert "CLAUDE.md" in logged.stdout, logged.stdout
+    done = sandbox.memfs("restore", claude / "CLAUDE.md")
+    assert done.returncode == 0, done.stderr
+    # The newest version under .history/: the work account's, now in the own account.
+    assert own.read_text(encoding="utf-8") == "WORK USER MEMORY, NEWER\n"
+    (claude / "CLAUDE.md").write_text("EDITED THROUGH THE MOUNT\n", encoding="utf-8")
     # Codex and Gemini CLI: read-only, and live.
     assert sandbox.out("cat", mnt / "codex" / "memory_summary.md") == b"CODEX SUMMARY\n"
     assert sandbox.out("cat", mnt / "gemini" / "GEMINI.md") == b"GEMINI USER MEMORY\n"
@@ -107,6 +116,11 @@ def test_global_merges_user_memory(sandbox: Sandbox, mounts: Mounts) -> None:
         lambda: b"CODEX, CHANGED" in (mnt / "PREAMBLE.md").read_bytes(),
         SOON, "global/PREAMBLE.md follows",
     )  # fmt: skip
+    # Inside global/claude, `here` is global/claude; in global/ itself it names nothing.
+    link = sandbox.run("readlink", sandbox.mnt("here"), cwd=claude / "agent-memory")
+    assert link.stdout == b"global/claude\n"
+    inside = sandbox.run("readlink", sandbox.mnt("here"), cwd=mnt, check=False)
+    assert inside.returncode != 0
     # A walk never errors (find -L follows `here` too).
     walked = sandbox.run("find", "-L", sandbox.mountpoint)
     assert b"global/claude/CLAUDE.md" in walked.stdout
@@ -134,3 +148,15 @@ def test_accounts_share_one_claude_md_by_a_link(sandbox: Sandbox, mounts: Mounts
     )
     assert link.is_symlink()
     assert len(list((sandbox.home / ".claude" / ".history" / "CLAUDE.md").iterdir())) == 1
+    # A tool that renames a new file over the link makes that account's own copy again:
+    # a version of its own, under .history/ (the own account's stays the head).
+    fresh = link.with_name("CLAUDE.md.tmp")
+    fresh.write_text("WORK'S OWN AGAIN\n", encoding="utf-8")
+    fresh.replace(link)
+    history = sandbox.mnt("global", "claude", ".history", "CLAUDE.md")
+    wait_until(lambda: any(n.startswith("work@") for n in os.listdir(history)), SOON, "work's copy")
+    (name,) = [n for n in os.listdir(history) if n.startswith("work@")]
+    assert (history / name).read_text(encoding="utf-8") == "WORK'S OWN AGAIN\n"
+    assert sandbox.mnt("global", "claude", "CLAUDE.md").read_text(encoding="utf-8") == (
+        "OWN USER MEMORY\nADDED FROM THE WORK ACCOUNT\n"
+    )

@@ -4,11 +4,13 @@ memory only."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
 from helpers import fake_home, write
 
+from memfs.app import mount
 from memfs.disk import config as cfg
 from memfs.disk import sources
 from memfs.view import userlevel
@@ -82,3 +84,19 @@ def test_a_config_folder_is_read_for_its_user_memory_only(tmp_path: Path) -> Non
     scan = sources.scan(tmp_path, (".claude",), 1 << 20, userlevel.CLAUDE_NAMES)
     assert sorted(f.path for f in scan.files) == ["CLAUDE.md", "agent-memory/rev/MEMORY.md"]
     assert sorted(scan.dirs) == ["agent-memory", "agent-memory/rev"]
+
+
+def test_a_crashs_stages_in_the_own_config_folder_are_swept(tmp_path: Path) -> None:
+    """§7.5 for global/claude: a write's stage lies beside CLAUDE.md or in agent-memory/;
+    nothing else in the config folder is touched (Claude Code's own files)."""
+    fh = fake_home(tmp_path)
+    home = fh.home / ".claude"
+    stale = [
+        write(home / ".memfs-stage.a", "x"),
+        write(home / "agent-memory" / "rev" / ".memfs-stage.b", "x"),
+    ]
+    kept = write(home / "todos" / ".memfs-stage.c", "x")  # not a folder memfs writes in
+    config = cfg.load(fh.env)
+    assert mount._sweep_stale_stages(config, time.time_ns() + 10**9) == 2
+    assert [p.exists() for p in stale] == [False, False]
+    assert kept.exists()
