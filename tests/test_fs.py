@@ -299,8 +299,8 @@ async def test_readdir_lists_sorted_names(sample: Sample) -> None:
 async def test_readdir_of_the_root_reads_no_project(sample: Sample) -> None:
     ops = sample.ops
     names = await listing(ops, ROOT_INODE)
-    assert set(names) == {"here", CLAUDE_SLUG, PI_ONLY_SLUG}
-    slugs = [n for n in names if n != "here"]
+    assert set(names) == {"global", "here", CLAUDE_SLUG, PI_ONLY_SLUG}
+    slugs = [n for n in names if n not in ("global", "here")]
     assert slugs == sorted(slugs)
     assert ops.catalog.loaded() == {}
 

@@ -50,7 +50,7 @@ def check_demo_mount(box: Sandbox, mnt: Path) -> None:
     base = mnt.parent
     assert base.parent == box.base / "tmp"
     assert os.path.ismount(mnt)
-    assert sorted(os.listdir(mnt)) == sorted([DEMO_SLUG, BLOG_SLUG, "here"])
+    assert sorted(os.listdir(mnt)) == sorted([DEMO_SLUG, BLOG_SLUG, "global", "here"])
     preamble = box.out("cat", mnt / DEMO_SLUG / "PREAMBLE.md")
     assert b"Deploy pipeline migrated" in preamble  # the latest handoff, from the work account
     target = mnt / DEMO_SLUG / "handoff-me_20261130.md"

@@ -61,7 +61,7 @@ def test_both_tools_memory_is_one_project(sandbox: Sandbox, mounts: Mounts) -> N
     gemini_before = digest(sandbox.home / ".gemini")
     mounts()
     mnt = sandbox.mnt(slug)
-    assert sandbox.out("ls", sandbox.mountpoint).split() == [slug.encode(), b"here"]
+    assert sandbox.out("ls", sandbox.mountpoint).split() == [slug.encode(), b"global", b"here"]
     # Both tools' topics, in the project Claude Code's slug names.
     names = sandbox.out("ls", "-A", mnt).decode().split()
     assert names == [

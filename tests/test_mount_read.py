@@ -123,9 +123,9 @@ def test_root_lists_every_project_and_loads_none(sandbox: Sandbox, mounts: Mount
     mount = mounts()
 
     count = sandbox.out("sh", "-c", f"ls '{sandbox.mountpoint}' | wc -l")
-    assert int(count) == len(expected) + 1  # + here
+    assert int(count) == len(expected) + 2  # + global, here
     names = set(lines(sandbox.out("ls", sandbox.mountpoint)))
-    assert names == expected | {"here"}
+    assert names == expected | {"global", "here"}
     # ls -l stats every entry and reads `here`: still no project is read.
     sandbox.out("ls", "-l", sandbox.mountpoint)
     status = mount.status()

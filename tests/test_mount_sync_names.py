@@ -56,7 +56,7 @@ def test_sync_tool_files_never_show_as_projects_or_heads(sandbox: Sandbox, mount
     mount = mounts()
 
     root = listing(sandbox.mountpoint)
-    assert root == {"here", SLUG}, root
+    assert root == {"global", "here", SLUG}, root
     for phantom in ("-stfolder", "-stversions", "-git"):
         # Any slug may be looked up (a project with no memory yet, §4): then it is
         # empty, nothing of the marker folder shows in it.
@@ -124,4 +124,4 @@ def test_sync_tool_files_that_appear_while_mounted(sandbox: Sandbox, mounts: Mou
     other = slug_of(Path("/home/u/src/other"))
     (root / other / "memory").mkdir(parents=True)
     wait_until(lambda: other in listing(sandbox.mountpoint), SOON * 5, "the new project")
-    assert listing(sandbox.mountpoint) == {"here", SLUG, other}
+    assert listing(sandbox.mountpoint) == {"global", "here", SLUG, other}

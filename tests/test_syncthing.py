@@ -387,7 +387,7 @@ class Poller(threading.Thread):
 
     def _look(self, m: Machine) -> None:
         for name in os.listdir(m.box.mountpoint):
-            if name not in ("here", SLUG):
+            if name not in ("global", "here", SLUG):
                 self.seen.add(f"{m.name}: project {name}")
         for name in os.listdir(m.mnt()):
             if not_memory(name):

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pyfuse3
 
-from memfs.adapter.inodes import HERE_KEY, ROOT_KEY, Key
+from memfs.adapter.inodes import GLOBAL_KEY, HERE_KEY, ROOT_KEY, Key
 from memfs.adapter.kernel import Token, token_of
 from memfs.adapter.writing import OpenFile, OpenFiles
 from memfs.disk import sources
@@ -26,7 +26,7 @@ from memfs.disk.config import Config
 from memfs.rules.history import in_history
 from memfs.rules.preamble import sized_budget
 from memfs.view.catalog import Catalog, is_project_name
-from memfs.view.project import PREAMBLE, Kind, Leaf, Origin, Project
+from memfs.view.project import PREAMBLE, Kind, Leaf, Project
 
 CACHE_TIMEOUT = 3600.0  # long kernel caching, kept true by invalidation (FUSE-NOTES)
 _NONE_VOLATILE: frozenset[Key] = frozenset()
@@ -105,10 +105,15 @@ class Shown:
     def of(self, ino: int, key: Key, project: Project | None) -> pyfuse3.EntryAttributes:
         """``key``'s attributes; ``project`` is its project, loaded (None at the root)."""
         slug, path = key
-        if key == ROOT_KEY:
-            return self.folder(ino, 0o755, self.started_ns, 2 + len(self.catalog.slugs()))
+        if key == ROOT_KEY:  # its folders: every project and global/
+            return self.folder(ino, 0o755, self.started_ns, 3 + len(self.catalog.slugs()))
         if key == HERE_KEY:
             return self.entry(ino, stat.S_IFLNK | 0o777, 0, self.started_ns, timeout=0.0)
+        if key == GLOBAL_KEY:  # memfs's own, as the root: no write lands in it
+            kinds = len(self.catalog.global_kinds())
+            return self.folder(ino, 0o555, self.started_ns, 2 + kinds)
+        if not slug:
+            raise pyfuse3.FUSEError(errno.ENOENT)  # nothing else in global/ yet
         if not path:
             if not self.catalog.has(slug) and not is_project_name(slug):
                 raise pyfuse3.FUSEError(errno.ENOENT)
@@ -161,10 +166,8 @@ class Shown:
         """A file of the own source the view leaves out (over the size cap, §5.1): not
         listed, not readable, but it may be looked up by name so that it can be unlinked
         and its folder removed (§7.6). The kernel keeps no entry of it."""
-        own, place = self.config.own_index, self.catalog.own_place(project.slug)
-        i = None
-        if own is not None and place is not None:
-            i = project.origin_index(Origin(own, place.root, place.parts))
+        origin = self.catalog.own_origin(project.slug)
+        i = None if origin is None else project.origin_index(origin)
         if i is None or project.left_out_in(i, key[1]) is None:
             raise pyfuse3.FUSEError(errno.ENOENT)
         return self.entry(ino, stat.S_IFREG, 0, self.started_ns, timeout=0.0)

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 import pyfuse3
 
 from memfs.adapter.attrs import Listing, Listings, Shown
-from memfs.adapter.inodes import HERE, HERE_KEY, Inodes, Key
+from memfs.adapter.inodes import GLOBAL, GLOBAL_KEY, HERE, HERE_KEY, Inodes, Key
 from memfs.adapter.renderings import Renderings
 from memfs.adapter.writing import OpenFiles
 from memfs.view.catalog import Catalog
@@ -45,9 +45,23 @@ class OpenFolders:
         self._next = 1
 
     def open_root(self) -> int:
-        """The root's listing: `here` and every project (the catalog listed already)."""
-        names = [(HERE, HERE_KEY), *((s, (s, "")) for s in self.catalog.slugs())]
+        """The root's listing: `here`, `global` and every project (the catalog listed
+        already); slugs begin with '-', so they sort after both."""
+        names = [
+            (GLOBAL, GLOBAL_KEY),
+            (HERE, HERE_KEY),
+            *((s, (s, "")) for s in self.catalog.slugs()),
+        ]
         return self._add(Listing((-1, -1), [(os.fsencode(n), k, None) for n, k in names]))
+
+    def open_global(self, preamble: pyfuse3.EntryAttributes) -> int:
+        """global/'s listing (§4.1): a folder per kind with any source, and PREAMBLE.md
+        with its attributes (``preamble``: rendered as the folder opened)."""
+        kinds = self.catalog.global_kinds()
+        names = [(k, (f"{GLOBAL}/{k}", "")) for k in kinds]
+        entries = [(os.fsencode(n), k, None) for n, k in names]
+        key = ("", f"{GLOBAL}/{PREAMBLE}")
+        return self._add(Listing((-1, -1), [*entries, (os.fsencode(PREAMBLE), key, preamble)]))
 
     def open(self, project: Project, path: str) -> int:
         """A listing of folder ``path`` of ``project``, files being created included."""
@@ -105,7 +119,7 @@ class OpenFolders:
         try:
             if key[1] == PREAMBLE and project is not None:
                 return self._preamble_entry(listing, key, project, kept)
-            if attrs is None or not kept:
+            if attrs is None or (not kept and key[0]):  # global/PREAMBLE.md's: given
                 attrs = self.shown.of(0, key, project)
                 if kept:
                     listing.keep(pos, attrs)

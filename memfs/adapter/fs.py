@@ -29,15 +29,24 @@ from typing import Any, ParamSpec, TypeVar
 
 import pyfuse3
 
-from memfs.adapter import keys, status, workers
+from memfs.adapter import keys, status, userlevel, workers
 from memfs.adapter.attrs import Shown, leaf_of, statvfs_of
 from memfs.adapter.folders import OpenFolders
 from memfs.adapter.here import Here
-from memfs.adapter.inodes import HERE_INODE, HERE_KEY, ROOT_INODE, ROOT_KEY, Inodes, Key
+from memfs.adapter.inodes import (
+    GLOBAL_KEY,
+    HERE_INODE,
+    HERE_KEY,
+    ROOT_INODE,
+    ROOT_KEY,
+    Inodes,
+    Key,
+)
 from memfs.adapter.kernel import Kernel, Publisher, ReadOpens
 from memfs.adapter.loading import Projects
 from memfs.adapter.renderings import Renderings
 from memfs.adapter.stages import Stages
+from memfs.adapter.userlevel import GlobalFolder
 from memfs.adapter.watch import Watcher
 from memfs.adapter.writing import OpenFile, OpenFiles
 from memfs.disk import procs, staging
@@ -113,6 +122,9 @@ class MemFS(pyfuse3.Operations):
             self.kernel.holds_other,
         )  # fmt: skip
         self.here = Here(self.mountpoint)
+        self.global_folder = GlobalFolder(
+            config, self.catalog, self.shown, self.projects.get, self.mountpoint
+        )
         self.started_ns = self.shown.started_ns
         self.folders = OpenFolders(
             self.catalog, self.files, self.inodes, self.shown, self.renderings, self.projects.get
@@ -161,6 +173,9 @@ class MemFS(pyfuse3.Operations):
         slug, path = key
         if not path:
             await self.projects.listed()
+        budget = userlevel.budget_of(key, self.config)
+        if budget is not None:  # global/PREAMBLE.md, PREAMBLE-<N>.md (§4.1)
+            return await self.global_folder.attrs(ino, budget)
         project = await self.projects.get(slug) if slug and path else None
         return self.shown.of(ino, key, project)
 
@@ -214,6 +229,11 @@ class MemFS(pyfuse3.Operations):
         if inode == ROOT_INODE:
             await self.projects.listed()
             return self.folders.open_root()
+        if not slug:  # global/ (§4.1), or a file it serves
+            if (slug, path) != GLOBAL_KEY:
+                raise _err(errno.ENOTDIR)
+            preamble = await self.global_folder.attrs(0, self.config.preamble.budget)
+            return self.folders.open_global(preamble)
         # Loaded, as on every warm walk: no coroutine for `projects.get`.
         project = self.catalog.loaded().get(slug) or await self.projects.get(slug)
         return self.folders.open(project, path)
@@ -234,12 +254,18 @@ class MemFS(pyfuse3.Operations):
         self.stats.open += 1
         key = keys.key_of(self.inodes, inode)
         slug, path = key
-        if not path or key == HERE_KEY:
+        if not path or key in (HERE_KEY, GLOBAL_KEY):
             raise _err(errno.EISDIR if key != HERE_KEY else errno.ELOOP)
-        project = self.catalog.loaded().get(slug) or await self.projects.get(slug)
-        leaf = leaf_of(project, path)
         writing = bool(flags & (os.O_WRONLY | os.O_RDWR))
         f = OpenFile(inode, key, pid=ctx.pid, append=bool(flags & os.O_APPEND))
+        budget = userlevel.budget_of(key, self.config)
+        if not slug:  # what global/ serves: its PREAMBLE.md, rendered now (§4.1)
+            if budget is None or writing:
+                raise _err(errno.ENOENT if budget is None else errno.EACCES)
+            f.data = (await self.global_folder.render(budget))[0]
+            return pyfuse3.FileInfo(fh=self.files.add(f), direct_io=True)
+        project = self.catalog.loaded().get(slug) or await self.projects.get(slug)
+        leaf = leaf_of(project, path)
         if writing:
             f.writer, f.tgid = True, procs.tgid(ctx.pid)
         if not writing and (leaf is not None or self.reads.own_stage(inode, ctx.pid)):
@@ -286,7 +312,7 @@ class MemFS(pyfuse3.Operations):
 
     def _writable(self, key: Key) -> staging.Place:
         """The own folder holding ``key``'s parent, or the errno §7.4 names."""
-        if key == HERE_KEY:
+        if not key[0]:  # `here` itself, global/ and what it serves: memfs's own
             raise _err(errno.EACCES)
         return writes.target_folder(self.catalog, *key)
 
@@ -408,7 +434,7 @@ class MemFS(pyfuse3.Operations):
             return self.shown.writers(f, self.inodes.detached(f.ino))
         if mode is None and size is None and not asked:
             return await self._attrs_of(inode, key)
-        if key in (ROOT_KEY, HERE_KEY):
+        if key in (ROOT_KEY, HERE_KEY, GLOBAL_KEY):
             raise _err(errno.EPERM)  # memfs's own: the root holds projects only
         self._writable(key)
         project = await self.projects.get(key[0])
@@ -456,6 +482,8 @@ class MemFS(pyfuse3.Operations):
         self.stats.count("mkdir")
         key = keys.child_key(self.inodes, parent_inode, name)
         wanted = writes.new_mode(mode, ctx.umask)
+        if key == GLOBAL_KEY or (key[0].startswith("global/") and not key[1]):
+            raise _err(errno.EEXIST)  # memfs's own folders (§4.1)
         if parent_inode == ROOT_INODE:
             await self.projects.listed()
             project = await self.stages.new_project(key[0], wanted)

@@ -16,9 +16,10 @@ from pathlib import Path
 import pyfuse3
 
 from memfs.adapter import workers
-from memfs.adapter.inodes import HERE
+from memfs.adapter.inodes import GLOBAL, HERE
 from memfs.disk import procs
 from memfs.rules import slug as slugs
+from memfs.view import userlevel
 
 KEEP_SECONDS = 2.0
 KEEP_AT_MOST = 1024
@@ -48,7 +49,10 @@ class Here:
         if cwd == self.mount or cwd.startswith(self.mount + "/"):
             # Inside the mount itself: walking up for .git would call back into this very
             # process and deadlock; the project is the first component.
-            first = cwd[len(self.mount) + 1 :].split("/", 1)[0]
+            first, *rest = cwd[len(self.mount) + 1 :].split("/", 2)
+            if first == GLOBAL:  # global/<kind> is the project there (§4.1), global/ none
+                kind = f"{GLOBAL}/{rest[0]}" if rest else ""
+                return kind if userlevel.kind_of(kind) else None
             return first if first and first != HERE else None
         now = time.monotonic()
         cached = self._cache.get(cwd)

@@ -20,6 +20,10 @@ HERE_INODE = ROOT_INODE + 1
 ROOT_KEY: Key = ("", "")
 HERE = "here"
 HERE_KEY: Key = ("", HERE)
+# global/ (§4.1), memfs's own folder beside `here`; its entries are global/<kind> projects
+# (keys ("global/<kind>", "")) and ("", "global/<name>") for anything else it serves.
+GLOBAL = "global"
+GLOBAL_KEY: Key = ("", GLOBAL)
 
 
 class Inodes:

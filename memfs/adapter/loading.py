@@ -58,8 +58,10 @@ class Projects:
     def exists(self, key: Key) -> bool:
         """Whether ``key`` names something the view shows now (memory only: no load)."""
         slug, path = key
+        if not slug:  # the root, `here`, global/ and what it serves
+            return True
         if not path:
-            return self.catalog.has(slug) if slug else True
+            return self.catalog.has(slug)
         project = self.catalog.loaded().get(slug)
         return project is not None and (
             project.tree.leaf(path) is not None or project.tree.is_dir(path)

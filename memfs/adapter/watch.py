@@ -162,6 +162,8 @@ class Watcher:
         # renders what the first requests will ask for (PREAMBLE.md reads up to 50 files).
         self.warm: Callable[[Project], object] | None = None
         for i, source in enumerate(catalog.config.sources):
+            if not source.projects:
+                continue  # its folder is an origin of global/ only, watched when loaded
             self._watch_root(i)
             if source.mapped:  # its folders' markers are watched by a first remap
                 self._send.send_nowait(_Work(remaps={i}))
@@ -488,6 +490,8 @@ class Watcher:
             work.rescans.add((project.slug, target.origin))  # its memory folder may be there
             return
         path = f"{target.path}/{name}" if target.path else name
+        if not project.origins[target.origin].admits(path):
+            return  # a Claude Code config folder's other files (§4.1): its tool's, not memory
         if mask & IN_ISDIR and not mask & (ENTRY_EVENTS | IN_DELETE_SELF | IN_MOVE_SELF):
             # A folder's own attributes: read afresh at the next getattr (folder_stat);
             # a rescan would only move the atimes of every folder it lists.

@@ -109,10 +109,10 @@ class Watches:
                     # it: with that watch in place, look once more.
                     wd = self.add(origin.folder, FOLDER_MASK)
                 if wd is None:
-                    return sources.scan(origin.root, origin.parts, max_bytes), pairs
+                    return sources.scan(origin.root, origin.parts, max_bytes, origin.only), pairs
                 pairs.append((wd, Folder(slug, i, "")))
                 watched.add("")
-            scan = sources.scan(origin.root, origin.parts, max_bytes)
+            scan = sources.scan(origin.root, origin.parts, max_bytes, origin.only)
             for path in scan.dirs:
                 # Every folder is watched again, not only those not known: a folder renamed
                 # keeps its watch (the kernel's is on the inode), which must name its new

@@ -35,6 +35,7 @@ from memfs import __version__
 from memfs.adapter.status import STATUS_XATTR
 from memfs.disk import config, gemini
 from memfs.rules import slug
+from memfs.view import userlevel
 from memfs.view.catalog import Catalog
 
 log = logging.getLogger("memfs")
@@ -206,6 +207,13 @@ def cmd_sources(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         # Gemini CLI's folders are named by ids: which project each is, or why none.
         for line in gemini.describe(s.gemini_dir) if s.mapped else ():
             print(f"       {'':<12} {line}")
+    # User-level memory (§4.1): which folders each global/<kind> shows, the own one first.
+    for kind in userlevel.kinds(cfg):
+        where = userlevel.slug_of(kind)
+        for origin in userlevel.origins(cfg, where):
+            only = f" ({', '.join(sorted(origin.only))})" if origin.only else ""
+            name = cfg.sources[origin.source].name
+            print(f"  {where:<16} {name}: {origin.folder}{only}")
     if cfg.own is None:
         print("no own source: a mount is read-only (writes get EROFS)")
     return 0

@@ -21,6 +21,7 @@ from memfs.disk.config import Config
 from memfs.rules.history import HISTORY
 
 HERE = "here"
+GLOBAL = "global"
 
 
 class HistoryError(Exception):
@@ -40,6 +41,8 @@ def locate(path: Path) -> tuple[Path, str, str]:
         if len(parts) < 2:
             break
         project, rest = parts[0], "/".join(parts[1:])
+        if project == GLOBAL and len(parts) >= 3:  # global/<kind>/...: a project (§4.1)
+            project, rest = f"{GLOBAL}/{parts[1]}", "/".join(parts[2:])
         if project == HERE:
             project = os.readlink(root / HERE)  # the caller's project, as `here` says
         return root, project, rest

@@ -434,12 +434,17 @@ def _sweep_stale_stages(config: Config, started_ns: int) -> int:
     removed = 0
     for name in sources.list_slug_folders(own.root):
         removed += _sweep_project(staging.Place(own.root, (name, *own.tail)), started_ns)
+    home = own.claude_config
+    if home is not None:  # global/claude's stages (§4.1): beside CLAUDE.md, in agent-memory/
+        removed += _sweep_project(staging.Place(home.parent, (home.name,)), started_ns, 0)
+        top = staging.Place(home.parent, (home.name, "agent-memory"))
+        removed += _sweep_project(top, started_ns)
     if removed:
         log.warning("removed %d temp files left by an earlier crash", removed)
     return removed
 
 
-def _sweep_project(top: staging.Place, started_ns: int) -> int:
+def _sweep_project(top: staging.Place, started_ns: int, depth_max: int = sources.MAX_DEPTH) -> int:
     removed = 0
     todo = [(top, 0)]
     while todo:
@@ -463,7 +468,7 @@ def _sweep_project(top: staging.Place, started_ns: int) -> int:
         finally:
             os.close(fd)
         removed += staging.remove_stale(place, stale)
-        if depth < sources.MAX_DEPTH:
+        if depth < depth_max:
             todo.extend((place.below(sub), depth + 1) for sub in subdirs)
     return removed
 

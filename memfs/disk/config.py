@@ -28,6 +28,10 @@ SLUG_FIELD = "{slug}"
 TEMPLATE = "template"
 GEMINI = "gemini"
 GEMINI_DEFAULT = "~/.gemini"
+# Codex's user-level memory (§4.1): `$CODEX_HOME/memories/`, read-only; it holds no project,
+# so its source lists no root (`projects` is False) and shows only under global/codex.
+CODEX = "codex"
+CODEX_DEFAULT = "~/.codex"
 # Source names appear in history names (`<source>@<time>.md`) and in folder names.
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$")
 
@@ -68,6 +72,24 @@ class SourceSpec:
     def gemini_dir(self) -> Path:
         """Gemini CLI's folder (``~/.gemini``) of a GEMINI source: its root's parent."""
         return self.root.parent
+
+    @property
+    def projects(self) -> bool:
+        """Whether its root holds projects (a CODEX source's holds user memory only)."""
+        return self.kind != CODEX
+
+    @property
+    def claude_config(self) -> Path | None:
+        """The Claude Code config folder of a ``<config>/projects/{slug}/memory`` source,
+        where that account's user memory lies (§4.1); None for any other template."""
+        if self.kind == TEMPLATE and self.tail == ("memory",) and self.root.name == "projects":
+            return self.root.parent
+        return None
+
+
+def codex_source(name: str, home: Path, why: str) -> SourceSpec:
+    """The read-only source of Codex's folder ``home``: its ``memories/`` is global/codex."""
+    return SourceSpec(name, f"{home}/memories", home, ("memories",), False, why, CODEX)
 
 
 def gemini_source(name: str, folder: Path, why: str) -> SourceSpec:
@@ -264,12 +286,12 @@ def _source(raw: object, i: int, path: Path, home: Path) -> SourceSpec:
             f"{where}: 'name' must be 1-32 letters, digits, '_', '.' or '-', got {name!r}"
         )
     kind = raw.get("kind", TEMPLATE)
-    if kind == GEMINI:
-        return _gemini(raw, name, where, home)
+    if kind in (GEMINI, CODEX):
+        return _tool_folder(raw, name, where, home, kind)
     if kind != TEMPLATE:
         raise ConfigError(
-            f"{where}: 'kind' must be \"{GEMINI}\" (Gemini CLI's folder) or left out (a "
-            f"path with {SLUG_FIELD}), got {kind!r}"
+            f'{where}: \'kind\' must be "{GEMINI}" (Gemini CLI\'s folder), "{CODEX}" '
+            f"(Codex's folder) or left out (a path with {SLUG_FIELD}), got {kind!r}"
         )
     if not isinstance(template, str):
         raise ConfigError(f"{where}: 'path' must be a string with {SLUG_FIELD}, got {template!r}")
@@ -280,25 +302,28 @@ def _source(raw: object, i: int, path: Path, home: Path) -> SourceSpec:
     return SourceSpec(name, template, root, tail, own, why)
 
 
-def _gemini(raw: dict[str, Any], name: str, where: str, home: Path) -> SourceSpec:
-    """A ``kind = "gemini"`` source: ``path`` is Gemini CLI's folder (default ~/.gemini)."""
+def _tool_folder(raw: dict[str, Any], name: str, where: str, home: Path, kind: str) -> SourceSpec:
+    """A ``kind = "gemini"`` or ``"codex"`` source: ``path`` is the tool's folder (default
+    ~/.gemini, ~/.codex); read-only, since the tool rewrites what memfs shows of it."""
+    tool, default = ("Gemini CLI", GEMINI_DEFAULT) if kind == GEMINI else ("Codex", CODEX_DEFAULT)
     if raw.get("own", False) is not False:
         raise ConfigError(
-            f"{where}: 'own' must be false for a gemini source: memfs only reads Gemini "
-            "CLI's memory; remove own = true"
+            f"{where}: 'own' must be false for a {kind} source: memfs only reads {tool}'s "
+            "memory; remove own = true"
         )
-    folder = raw.get("path", GEMINI_DEFAULT)
+    folder = raw.get("path", default)
     if not isinstance(folder, str) or SLUG_FIELD in folder:
         raise ConfigError(
-            f"{where}: 'path' of a gemini source must be Gemini CLI's folder without "
-            f"{SLUG_FIELD} (e.g. '{GEMINI_DEFAULT}'), got {folder!r}"
+            f"{where}: 'path' of a {kind} source must be {tool}'s folder without "
+            f"{SLUG_FIELD} (e.g. '{default}'), got {folder!r}"
         )
     found = expand(folder, home)
     if not found.is_absolute() or any(p in (".", "..") for p in found.parts):
         raise ConfigError(
             f"{where}: path {folder!r} must be absolute or start with '~/', without '.' or '..'"
         )
-    return gemini_source(name, found, f"kind = {GEMINI!r} in the config")
+    why = f"kind = {kind!r} in the config"
+    return gemini_source(name, found, why) if kind == GEMINI else codex_source(name, found, why)
 
 
 def _check_sources(sources: tuple[SourceSpec, ...], path: Path) -> None:
@@ -315,7 +340,8 @@ def discover(env: Mapping[str, str]) -> tuple[SourceSpec, ...]:
 
     Claude Code accounts: ``~/.claude``, every ``~/.claude-*`` and ``$CLAUDE_CONFIG_DIR``
     holding a ``projects/`` folder; pi: ``~/.pi/agent/memory``; Gemini CLI: ``~/.gemini``
-    (read-only: its ``tmp/<id>/memory`` folders, mapped to projects by disk/gemini.py). The
+    (read-only: its ``tmp/<id>/memory`` folders, mapped to projects by disk/gemini.py);
+    Codex: ``$CODEX_HOME`` or ``~/.codex`` (read-only: its ``memories/``, §4.1). The
     own source is ``$CLAUDE_CONFIG_DIR`` or ``~/.claude``; it is kept even without
     ``projects/`` yet (a fresh account), since the first write creates that folder.
     """
@@ -350,6 +376,11 @@ def discover(env: Mapping[str, str]) -> tuple[SourceSpec, ...]:
     gemini = home / ".gemini"
     if gemini.is_dir():  # Gemini CLI is in use; its tmp/ may come later
         found.append(gemini_source(_unique("gemini", found), gemini, f"{gemini} exists"))
+    codex_env = env.get("CODEX_HOME")
+    codex = expand(codex_env, home) if codex_env else home / ".codex"
+    if codex.is_absolute() and codex.is_dir():  # Codex is in use; memories/ may come later
+        why = "$CODEX_HOME is set" if codex_env else f"{codex} exists"
+        found.append(codex_source(_unique("codex", found), codex, why))
     # The own source first: it wins ties and receives writes.
     return tuple(sorted(found, key=lambda s: not s.own))
 

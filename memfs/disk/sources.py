@@ -134,8 +134,12 @@ def split(path: str) -> list[str]:
     return [p for p in path.split("/") if p]
 
 
-def scan(root: Path, parts: Sequence[str], max_bytes: int) -> Scan:
+def scan(
+    root: Path, parts: Sequence[str], max_bytes: int, only: frozenset[str] | None = None
+) -> Scan:
     """All regular files and folders below ``root/parts``, recursively, never following links.
+    With ``only``, just those top-level names (a Claude Code config folder's user memory,
+    §4.1: its ``projects/`` and the tool's own files are not walked).
 
     Special files, symlinks and files over ``max_bytes`` are left out and reported; a file
     memfs cannot read is listed with ``readable`` False (never left out for its mode here);
@@ -144,7 +148,7 @@ def scan(root: Path, parts: Sequence[str], max_bytes: int) -> Scan:
     result = Scan()
     try:
         with open_folder(root, parts) as fd:
-            _scan_dir(fd, "", max_bytes, result, 0)
+            _scan_dir(fd, "", max_bytes, result, 0, only)
     except FileNotFoundError:
         result.exists = False
     except OSError as exc:
@@ -159,9 +163,13 @@ def scan(root: Path, parts: Sequence[str], max_bytes: int) -> Scan:
     return result
 
 
-def _scan_dir(fd: int, prefix: str, max_bytes: int, out: Scan, depth: int) -> None:
+def _scan_dir(
+    fd: int, prefix: str, max_bytes: int, out: Scan, depth: int, only: frozenset[str] | None = None
+) -> None:
     try:
         entries = list(os.scandir(fd))
+        if only is not None:
+            entries = [e for e in entries if e.name in only]
     except OSError as exc:
         out.left_out.append((prefix.rstrip("/"), f"{NOT_READ}cannot list: {exc.strerror}"))
         return

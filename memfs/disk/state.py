@@ -131,8 +131,9 @@ def save_private(folder: Path, name: str, data: bytes) -> None:
 
 def _name(slug: str) -> str:
     # Slugs are single path components already (only [A-Za-z0-9-]); the suffix keeps the
-    # folder free for other state kinds.
-    return f"{slug}.json"
+    # folder free for other state kinds. global/claude (§4.1) is `global.claude.json`: a
+    # slug begins with '-', so it never collides.
+    return f"{slug.replace('/', '.')}.json"
 
 
 def load_whiteouts(state_dir: Path, slug: str) -> set[Whiteout]:

@@ -180,6 +180,7 @@ class Where:
 
     root: Path
     parts: tuple[str, ...]
+    only: frozenset[str] | None = None  # the top-level names it holds (versions.Origin)
 
 
 @dataclass
@@ -224,7 +225,7 @@ def apply(
     looks = sources.look_each(wanted, max_bytes)
     out.found = [(origin, path, st) for (origin, _, path), st in zip(todo, looks, strict=True)]
     if rescan is not None:
-        out.scan = sources.scan(rescan.root, rescan.parts, max_bytes)
+        out.scan = sources.scan(rescan.root, rescan.parts, max_bytes, rescan.only)
     if change is not None and state_dir is not None and out.error is None:
         _journal(change, state_dir, out.found, own[0] if own is not None else None)
     return out

@@ -24,6 +24,7 @@ from memfs.disk import gemini, sources, staging, state
 from memfs.disk.config import Config, SourceSpec
 from memfs.rules import names
 from memfs.rules import slug as slugs
+from memfs.view import userlevel
 from memfs.view.project import Origin, Project
 
 log = logging.getLogger(__name__)
@@ -52,6 +53,11 @@ class Catalog:
         self._early: list[tuple[bool, int, str, str | None]] = []
         # A mapped (Gemini CLI) source's folders: source -> folder name -> its slug
         self._mapped: dict[int, dict[str, str]] = {}
+        # global/<kind> -> its origins (§4.1): fixed by the config, listed or not
+        self._global = {
+            userlevel.slug_of(k): userlevel.origins(config, userlevel.slug_of(k))
+            for k in userlevel.kinds(config)
+        }
 
     @property
     def listed(self) -> bool:
@@ -68,6 +74,8 @@ class Catalog:
         takes the result in). A mapped folder that maps to no project is left out."""
         found: list[tuple[int, str, str | None]] = []
         for i, source in enumerate(self.config.sources):
+            if not source.projects:
+                continue  # user-level memory only: global/ (§4.1)
             if source.mapped:
                 found += [(i, m.folder, m.slug) for m in read_map(source) if m.slug]
             else:
@@ -117,7 +125,11 @@ class Catalog:
         return list(self._listing().keys())
 
     def has(self, slug: str) -> bool:
-        return slug in self._listing()
+        return slug in self._global or slug in self._listing()
+
+    def global_kinds(self) -> list[str]:
+        """What global/ lists (§4.1): the kinds with any source."""
+        return [userlevel.kind_of(s) or "" for s in self._global]
 
     def loaded(self) -> dict[str, Project]:
         return self._projects
@@ -134,11 +146,15 @@ class Catalog:
         """Whether ``origin`` is still one of ``slug``'s folders (memory only). A mapped
         source's folder may move to another project while a loaded one keeps the origin:
         the watcher reads it for that project no more."""
-        if self._slugs is None or not self.config.sources[origin.source].mapped:
+        if self._slugs is None or slug in self._global:
+            return True  # global/'s origins are fixed by the config
+        if not self.config.sources[origin.source].mapped:
             return True  # a slug folder is its slug's for as long as it exists
         return (origin.source, origin.parts[0]) in self._slugs.get(slug, ())
 
     def origins(self, slug: str) -> list[Origin]:
+        if slug in self._global:
+            return list(self._global[slug])
         return [self._origin(s, n) for s, n in sorted(self._listing().get(slug, ()))]
 
     def build(self, slug: str, scan: bool = True, saved: state.Saved | None = None) -> Project:
@@ -235,11 +251,22 @@ class Catalog:
         return sorted(s for s in touched if s is not None)
 
     def own_place(self, slug: str) -> staging.Place | None:
-        """Where writes to ``slug`` land: the own source's folder named by the canonical slug."""
+        """Where writes to ``slug`` land: the own source's folder named by the canonical slug
+        (of global/claude: the own account's config folder, §4.1)."""
+        if slug in self._global:
+            found = self.own_origin(slug)
+            return None if found is None else staging.Place(found.root, found.parts)
         own = self.config.own
         if own is None:
             return None
         return staging.Place(own.root, (slug, *own.tail))
+
+    def own_origin(self, slug: str) -> Origin | None:
+        """The own source's origin of ``slug``, where writes land (see `own_place`)."""
+        if slug in self._global:
+            return userlevel.own_origin(self.config, slug)
+        own, place = self.config.own_index, self.own_place(slug)
+        return None if own is None or place is None else Origin(own, place.root, place.parts)
 
     def own_folder_made(self, slug: str, saved: state.Saved | None = None) -> Project:
         """The own source's folder for ``slug`` was made through the mount (its first write,

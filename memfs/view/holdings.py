@@ -94,7 +94,9 @@ class Holdings:
     def scan(self, i: int) -> sources.Scan:
         """Read origin ``i``'s folder (disk I/O: a worker thread's job while serving)."""
         origin = self.origins[i]
-        return sources.scan(origin.root, origin.parts, self.config.limits.max_file_bytes)
+        return sources.scan(
+            origin.root, origin.parts, self.config.limits.max_file_bytes, origin.only
+        )
 
     def observe(
         self,
@@ -110,8 +112,8 @@ class Holdings:
         look is known already: looks are taken in worker threads (a plan's, the
         watcher's) and may come back out of order; the latest wins. ``named``: the look
         checked the name rules already (a scan does), see `set_version`."""
-        if self._seen.get((i, path), -1) > at_ns:
-            return
+        if self._seen.get((i, path), -1) > at_ns or not self.origins[i].admits(path):
+            return  # a later look's, or no memory of this origin (Origin.only)
         self._seen[(i, path)] = at_ns
         if len(self._seen) > 2 * len(self._versions) + SEEN_SLACK:
             self._forget_old_looks(at_ns)
@@ -137,7 +139,7 @@ class Holdings:
 
     def observe_dir(self, i: int, path: str, present: bool, at_ns: int) -> None:
         """`observe` for a folder of origin ``i``."""
-        if self._seen_dirs.get((i, path), -1) > at_ns:
+        if self._seen_dirs.get((i, path), -1) > at_ns or not self.origins[i].admits(path):
             return
         self._seen_dirs[(i, path)] = at_ns
         self.set_dir(i, path, present=present)

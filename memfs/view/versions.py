@@ -39,6 +39,13 @@ class Origin:
     source: int  # index into the config's sources
     root: Path
     parts: tuple[str, ...]  # slug folder name, then the template's tail
+    # The top-level names it holds memory under, None for all: a Claude Code config folder
+    # is global/claude's origin for its CLAUDE.md and agent-memory/ only (§4.1).
+    only: frozenset[str] | None = None
+
+    def admits(self, path: str) -> bool:
+        """Whether ``path`` (in this folder) is memory of this origin."""
+        return self.only is None or path.split("/", 1)[0] in self.only
 
     @property
     def folder(self) -> Path:

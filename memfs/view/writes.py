@@ -85,11 +85,11 @@ class Plan:
     def application(self, project: Project, max_bytes: int) -> Callable[[], Applied]:
         """The one worker-thread call that runs this plan (`steps.apply`), with plain
         copies of where each path lies: the worker touches no project."""
-        where = {i: steps.Where(o.root, o.parts) for i, o in self.origins.items()}
+        where = {i: steps.Where(o.root, o.parts, o.only) for i, o in self.origins.items()}
         rescan = None
         if self.rescan is not None:
             origin = project.origins[self.rescan]
-            rescan = steps.Where(origin.root, origin.parts)
+            rescan = steps.Where(origin.root, origin.parts, origin.only)
         return functools.partial(
             steps.apply,
             self.steps,
@@ -141,11 +141,15 @@ def target_folder(catalog: Catalog, slug: str, path: str) -> staging.Place:
         raise Refused(errno.EACCES)
     if parent_of(path)[1].startswith(sources.STAGE_PREFIX):
         raise Refused(errno.EINVAL)  # never served, and swept after a crash
-    place = catalog.own_place(slug)
-    if place is None:
+    origin = catalog.own_origin(slug)
+    if origin is None:
         raise Refused(errno.EROFS)
+    if not origin.admits(path):
+        # global/claude lands in a Claude Code config folder: only its user memory (§4.1),
+        # since anything else there would be written and never shown.
+        raise Refused(errno.EACCES)
     folder, _ = parent_of(path)
-    return place.below(*sources.split(folder))
+    return staging.Place(origin.root, origin.parts).below(*sources.split(folder))
 
 
 def keeps_versions(path: str) -> bool:
@@ -269,11 +273,10 @@ class Planner:
         """The planner of ``project``'s changes asked for by process ``who``, its own
         source's canonical folder registered in it (empty) if new. Raises Refused (EROFS)
         with no own source."""
-        place = catalog.own_place(project.slug)
+        origin = catalog.own_origin(project.slug)
         own = config.own_index
-        if place is None or own is None:
+        if origin is None or own is None:
             raise Refused(errno.EROFS)
-        origin = Origin(own, place.root, place.parts)
         found = project.origin_index(origin)
         if found is None:
             found = project.add_origin(origin, sources.Scan(exists=False))

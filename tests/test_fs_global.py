@@ -1,0 +1,131 @@
+"""Tier 2: global/, user-level memory beside the projects (§4.1), through the adapter's
+handlers awaited directly on the ``sample`` home: two Claude Code accounts (``claude``,
+own; ``work``), to which each test adds user memory, Codex's and Gemini CLI's folders.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+
+import pytest
+from helpers import CTX, Sample, build, cat, fuse_errno, listing, walk, write, write_through
+
+from memfs.adapter.fs import ROOT_INODE
+from memfs.disk import config as cfg
+
+pytestmark = [pytest.mark.trio, pytest.mark.usefixtures("readdir_reply")]
+
+
+def _with_tools(sample: Sample) -> Sample:
+    """The sample with user memory in both accounts, Codex's and Gemini CLI's; a new MemFS
+    over it (discovery reads the folders present)."""
+    home = sample.home.home
+    write(home / ".claude" / "CLAUDE.md", "own user memory\n", 10**18)
+    write(home / ".claude-work" / "CLAUDE.md", "work user memory\n", 2 * 10**18)
+    write(home / ".claude" / "agent-memory" / "rev" / "MEMORY.md", "- [a](a.md)\n")
+    write(home / ".claude-work" / "agent-memory" / "rev" / "MEMORY.md", "- [b](b.md)\n")
+    write(home / ".claude-work" / "settings.json", "{}\n")  # not memory: never shown
+    write(home / ".codex" / "memories" / "memory_summary.md", "codex summary\n")
+    write(home / ".gemini" / "GEMINI.md", "gemini user memory\n")
+    write(home / ".gemini" / "settings.json", "{}\n")
+    config = cfg.load(sample.home.env)
+    assert [s.name for s in config.sources] == ["claude", "work", "pi", "gemini", "codex"]
+    return Sample(
+        sample.home, sample.own, sample.work, sample.pi, sample.mnt,
+        build(sample.home, sample.mnt, config),
+    )  # fmt: skip
+
+
+async def test_root_lists_global_beside_here(sample: Sample) -> None:
+    sample = _with_tools(sample)
+    names = await listing(sample.ops, ROOT_INODE)
+    assert names[:2] == ["global", "here"]
+    assert all(n.startswith("-") for n in names[2:])
+    ino = (await walk(sample.ops, "global")).st_ino
+    assert await listing(sample.ops, ino) == ["claude", "codex", "gemini", "PREAMBLE.md"]
+
+
+async def test_claude_heads_the_own_account_and_keeps_the_other_in_history(
+    sample: Sample,
+) -> None:
+    sample = _with_tools(sample)
+    ops = sample.ops
+    claude = (await walk(ops, "global/claude")).st_ino
+    names = await listing(ops, claude)
+    assert "CLAUDE.md" in names
+    assert "agent-memory" in names
+    assert "settings.json" not in names
+    assert "projects" not in names
+    assert await cat(ops, (await walk(ops, "global/claude/CLAUDE.md")).st_ino) == (
+        b"own user memory\n"
+    )
+    history = (await walk(ops, "global/claude/.history/CLAUDE.md")).st_ino
+    (kept,) = await listing(ops, history)
+    assert kept.startswith("work@")
+    # A subagent's index: the own head, the other account's under .history/ (no union yet:
+    # §5.3's union is a project's top MEMORY.md only).
+    rev = await cat(ops, (await walk(ops, "global/claude/agent-memory/rev/MEMORY.md")).st_ino)
+    assert rev == b"- [a](a.md)\n"
+    kept = (await walk(ops, "global/claude/.history/agent-memory/rev/MEMORY.md")).st_ino
+    assert [n.split("@")[0] for n in await listing(ops, kept)] == ["work"]
+
+
+async def test_a_write_lands_in_the_own_account_and_keeps_the_replaced_version(
+    sample: Sample,
+) -> None:
+    sample = _with_tools(sample)
+    ops = sample.ops
+    home = sample.home.home
+    ino = (await walk(ops, "global/claude/CLAUDE.md")).st_ino
+    await write_through(ops, ino, b"new\n", os.O_WRONLY | os.O_TRUNC)
+    assert (home / ".claude" / "CLAUDE.md").read_bytes() == b"new\n"
+    assert (home / ".claude-work" / "CLAUDE.md").read_bytes() == b"work user memory\n"
+    kept = list((home / ".claude" / ".history" / "CLAUDE.md").iterdir())
+    assert [p.read_bytes() for p in kept] == [b"own user memory\n"]
+    # Anything but user memory would land in the config folder and never show.
+    claude = (await walk(ops, "global/claude")).st_ino
+    assert await fuse_errno(ops.create(claude, b"settings.json", 0o644, os.O_WRONLY, CTX)) == (
+        errno.EACCES
+    )
+
+
+async def test_codex_and_gemini_are_read_only(sample: Sample) -> None:
+    sample = _with_tools(sample)
+    ops = sample.ops
+    codex = (await walk(ops, "global/codex/memory_summary.md")).st_ino
+    assert await cat(ops, codex) == b"codex summary\n"
+    gemini = (await walk(ops, "global/gemini")).st_ino
+    assert await listing(ops, gemini) == ["GEMINI.md", "PREAMBLE.md"]
+    for ino in (codex, (await walk(ops, "global/gemini/GEMINI.md")).st_ino):
+        assert await fuse_errno(ops.open(ino, os.O_WRONLY, CTX)) == errno.EROFS
+    assert await fuse_errno(ops.create(gemini, b"x.md", 0o644, os.O_WRONLY, CTX)) == errno.EROFS
+    top = (await walk(ops, "global")).st_ino
+    assert await fuse_errno(ops.create(top, b"x.md", 0o644, os.O_WRONLY, CTX)) == errno.EACCES
+    assert await fuse_errno(ops.mkdir(ROOT_INODE, b"global", 0o755, CTX)) == errno.EEXIST
+
+
+async def test_no_tool_no_global_kind(sample: Sample) -> None:
+    """The sample's accounts have no user memory yet: global/claude is there (the first
+    write lands in the own account), codex and gemini are not."""
+    ino = (await walk(sample.ops, "global")).st_ino
+    assert await listing(sample.ops, ino) == ["claude", "PREAMBLE.md"]
+    assert await fuse_errno(walk(sample.ops, "global/codex")) == errno.ENOENT
+
+
+@pytest.mark.parametrize(("name", "budget"), [("PREAMBLE.md", 8192), ("PREAMBLE-600.md", 600)])
+async def test_global_preamble_holds_every_kind_within_budget(
+    sample: Sample, name: str, budget: int
+) -> None:
+    sample = _with_tools(sample)
+    ops = sample.ops
+    attrs = await walk(ops, f"global/{name}")
+    body = await cat(ops, attrs.st_ino)
+    assert attrs.st_size == len(body)
+    assert len(body) <= budget
+    assert body.startswith(b"# User-level memory\n")
+    body.decode("utf-8")
+    if budget == 8192:
+        for text in (b"own user memory", b"codex summary", b"gemini user memory"):
+            assert text in body
+    assert await fuse_errno(ops.open(attrs.st_ino, os.O_WRONLY, CTX)) == errno.EACCES
