@@ -291,9 +291,11 @@ class Planner:
         return plan
 
     def _journal(self, plan: Plan, what: str, path: str, to: str = "") -> Plan:
+        """``plan`` will be journaled as ``what`` of ``path``, with the size the view
+        shows before it (§7.2)."""
         head = self.project.head(path)
-        plan.change = journal.Change(self.project.slug, path, what, self.who, to=to)
-        plan.change.before = head.size if head is not None else None
+        before = head.size if head is not None else None
+        plan.change = journal.Change(self.project.slug, path, what, self.who, to=to, before=before)
         plan.state_dir = self.config.state_dir
         return plan
 
