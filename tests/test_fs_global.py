@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import errno
 import os
+import threading
+from pathlib import Path
 
 import pytest
 from helpers import CTX, Sample, build, cat, fuse_errno, listing, walk, write, write_through
 
 from memfs.adapter.fs import ROOT_INODE
 from memfs.disk import config as cfg
+from memfs.disk import sources
 
 pytestmark = [pytest.mark.trio, pytest.mark.usefixtures("readdir_reply")]
 
@@ -129,3 +132,46 @@ async def test_global_preamble_holds_every_kind_within_budget(
         for text in (b"own user memory", b"codex summary", b"gemini user memory"):
             assert text in body
     assert await fuse_errno(ops.open(attrs.st_ino, os.O_WRONLY, CTX)) == errno.EACCES
+
+
+async def test_global_preamble_shows_a_change_at_once(sample: Sample) -> None:
+    """global/PREAMBLE.md is kept per state of the kinds' projects: read, then a write to
+    global/claude/CLAUDE.md, then read again: the new text, never the kept rendering."""
+    sample = _with_tools(sample)
+    ops = sample.ops
+    before = await cat(ops, (await walk(ops, "global/PREAMBLE.md")).st_ino)
+    assert b"own user memory" in before
+    assert await cat(ops, (await walk(ops, "global/PREAMBLE.md")).st_ino) == before
+    ino = (await walk(ops, "global/claude/CLAUDE.md")).st_ino
+    await write_through(ops, ino, b"changed user memory\n", os.O_WRONLY | os.O_TRUNC)
+    attrs = await walk(ops, "global/PREAMBLE.md")
+    after = await cat(ops, attrs.st_ino)
+    assert b"changed user memory" in after
+    assert b"own user memory" not in after
+    assert attrs.st_size == len(after)
+    sized = await cat(ops, (await walk(ops, "global/PREAMBLE-4096.md")).st_ino)
+    assert b"changed user memory" in sized
+
+
+async def test_global_preamble_reads_no_file_on_the_request_thread(
+    sample: Sample, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """§7a: the bodies global/PREAMBLE.md draws on are read in worker threads; the trio
+    thread renders from them."""
+    sample = _with_tools(sample)
+    ops = sample.ops
+    for kind in ("claude", "codex", "gemini"):
+        await listing(ops, (await walk(ops, f"global/{kind}")).st_ino)  # loaded
+    on_trio: list[str] = []
+    read_file = sources.read_file
+
+    def spy(root: Path, parts: tuple[str, ...], path: str, limit: int) -> bytes:
+        if threading.current_thread() is threading.main_thread():
+            on_trio.append(path)
+        return read_file(root, parts, path, limit)
+
+    monkeypatch.setattr(sources, "read_file", spy)
+    for name in ("PREAMBLE.md", "PREAMBLE-600.md"):
+        body = await cat(ops, (await walk(ops, f"global/{name}")).st_ino)
+        assert b"User-level memory" in body
+    assert on_trio == []
