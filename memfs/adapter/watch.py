@@ -22,7 +22,8 @@ Threading contract:
 
 Watched: each source's root (projects appearing or vanishing), every folder of every
 loaded project, and for a project folder whose memory folder does not exist yet, the
-nearest existing folder on the way to it. A Gemini CLI source's folders are named by ids
+nearest existing folder on the way to it (for Codex's ``memories/``, its folder: no Root
+watch covers that one, `Watches.bare_roots`). A Gemini CLI source's folders are named by ids
 that markers map to projects (disk/gemini.py): its root, each ``tmp/<id>`` folder (for its
 ``.project_root``) and the Gemini folder (for ``projects.json``) are watched too, and a
 change of any re-reads the whole map in a worker (`_remap`; a few small reads a folder).
@@ -141,7 +142,9 @@ class Watcher:
         self.listener = listener
         self.turns = turns if turns is not None else Turns()
         self.inotify = Inotify()
-        self.watches = Watches(self.inotify, catalog.config.limits.max_file_bytes)
+        config = catalog.config
+        bare = frozenset(s.root for s in config.sources if not s.projects)
+        self.watches = Watches(self.inotify, config.limits.max_file_bytes, bare)
         self._targets: dict[int, Target] = {}  # watch descriptor -> what it watches
         self._mapped: dict[int, mapping.Role] = {}  # watch descriptor -> its mapping role
         # (id(project), origin) -> folders watched, relative to the origin ('' for itself)

@@ -81,9 +81,14 @@ class Watches:
     """Adds watches (any thread): an origin's folders, or the nearest folder on the way to
     a missing one; counts the folders that could not be watched."""
 
-    def __init__(self, inotify: Inotify, max_bytes: int) -> None:
+    def __init__(
+        self, inotify: Inotify, max_bytes: int, bare_roots: frozenset[Path] = frozenset()
+    ) -> None:
         self.inotify = inotify
         self.max_bytes = max_bytes
+        # Roots no Root watch covers, which a missing folder may wait in: a Codex folder,
+        # whose memories/ comes when Codex first consolidates (§4.1).
+        self.bare_roots = bare_roots
         self.failures = 0  # folders that could not be watched (other than gone)
 
     def settle(
@@ -129,8 +134,10 @@ class Watches:
 
     def pending(self, slug: str, i: int, origin: Origin) -> tuple[int, Target] | None:
         """The memory folder is missing: watch the nearest folder that exists on its way
-        (adding to what else watches it: a Gemini folder's marker)."""
-        for depth in range(len(origin.parts) - 1, 0, -1):
+        (adding to what else watches it: a Gemini folder's marker). Not a source's root,
+        which its Root watch covers, unless it is a bare root (no Root watch: Codex's)."""
+        lowest = 0 if origin.root in self.bare_roots else 1
+        for depth in range(len(origin.parts) - 1, lowest - 1, -1):
             path = origin.root.joinpath(*origin.parts[:depth])
             wd = self.add(path, ROOT_MASK | IN_MASK_ADD)
             if wd is not None:
