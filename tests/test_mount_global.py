@@ -223,3 +223,27 @@ def test_tools_installed_after_the_mount_show_without_a_remount(
     body = (mnt / "PREAMBLE.md").read_bytes()
     assert b"CODEX INSTALLED LATE" in body
     assert b"GEMINI INSTALLED LATE" in body
+
+
+def test_a_subagents_index_is_the_union_and_a_save_a_change(
+    sandbox: Sandbox, mounts: Mounts
+) -> None:
+    """agent-memory/<agent>/MEMORY.md is §5.3's union of every account's, and a save of it
+    lands in the own account's as the change the writer made."""
+    with_tools(sandbox)
+    work = put(
+        sandbox.home / ".claude-work" / "agent-memory" / "rev" / "MEMORY.md", "- [b](b.md)\n"
+    )
+    own = sandbox.home / ".claude" / "agent-memory" / "rev" / "MEMORY.md"
+    mounts()
+    index = sandbox.mnt("global", "claude", "agent-memory", "rev", "MEMORY.md")
+    assert sandbox.out("cat", index) == b"- [a](a.md)\n- [b](b.md)\n"
+    assert os.stat(index).st_size == len(b"- [a](a.md)\n- [b](b.md)\n")
+    # An append through the shell: the new line lands in the own account's index alone.
+    sandbox.run("sh", "-c", f"echo '- [c](c.md)' >> '{index}'")
+    assert own.read_text(encoding="utf-8") == "- [a](a.md)\n- [c](c.md)\n"
+    assert work.read_text(encoding="utf-8") == "- [b](b.md)\n"
+    assert index.read_bytes() == b"- [a](a.md)\n- [c](c.md)\n- [b](b.md)\n"
+    # The other account's index changes on disk: the union follows.
+    work.write_text("- [b](b.md)\n- [d](d.md)\n", encoding="utf-8")
+    wait_until(lambda: b"- [d](d.md)" in index.read_bytes(), SOON, "the other account's line")
