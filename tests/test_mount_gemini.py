@@ -152,3 +152,19 @@ def test_gemini_installed_after_the_mount(sandbox: Sandbox, mounts: Mounts) -> N
     put(GeminiCli(sandbox.home).memory(root), "gemini-topic.md", "FROM GEMINI\n", 0)
     wait_until(lambda: (mnt / "gemini-topic.md").exists(), SOON, "Gemini's topic")
     assert sandbox.out("cat", mnt / "gemini-topic.md") == b"FROM GEMINI\n"
+
+
+def test_gemini_projects_show_once_global_gemini_is_read(sandbox: Sandbox, mounts: Mounts) -> None:
+    """~/.gemini is global/gemini's folder and, while tmp/ is missing, where Gemini's root
+    waits: reading global/ first (which watches that folder for GEMINI.md) must not lose
+    the wait, so the first project session still shows (§3, §4.1)."""
+    discovering(sandbox)
+    (sandbox.home / ".gemini").mkdir()
+    put(sandbox.home / ".gemini", "GEMINI.md", "GEMINI USER MEMORY\n", 1)
+    root = checkout(sandbox, "u", "src", "shop")
+    mounts()
+    assert b"GEMINI USER MEMORY" in sandbox.mnt("global", "PREAMBLE.md").read_bytes()
+    put(GeminiCli(sandbox.home).memory(root), "topic.md", "FROM GEMINI\n", 0)
+    topic = sandbox.mnt(slug_of(root), "topic.md")
+    wait_until(lambda: topic.exists(), SOON, "Gemini's first project")
+    assert sandbox.out("cat", topic) == b"FROM GEMINI\n"

@@ -12,7 +12,8 @@ import os
 from pathlib import Path
 
 import pytest
-from mounting import MOUNT_MARKS, Mounts, Sandbox, errno_of, set_age, wait_until
+from gemini_layout import GeminiCli
+from mounting import MOUNT_MARKS, Mounts, Sandbox, errno_of, set_age, slug_of, wait_until
 
 pytestmark = MOUNT_MARKS
 
@@ -247,3 +248,35 @@ def test_a_subagents_index_is_the_union_and_a_save_a_change(
     # The other account's index changes on disk: the union follows.
     work.write_text("- [b](b.md)\n- [d](d.md)\n", encoding="utf-8")
     wait_until(lambda: b"- [d](d.md)" in index.read_bytes(), SOON, "the other account's line")
+
+
+def test_configured_tool_folders_made_after_the_mount_show(
+    sandbox: Sandbox, mounts: Mounts
+) -> None:
+    """Listed in the config before Codex and Gemini CLI ever ran: their folders made while
+    mounted show in global/codex, global/gemini and Gemini's project (§3, §4.1, §5.4)."""
+    home = sandbox.home
+    sandbox.write_config()
+    with sandbox.config_path.open("a", encoding="utf-8") as out:
+        out.write(
+            f'[[source]]\nname = "codex"\nkind = "codex"\npath = "{home}/.codex"\n\n'
+            f'[[source]]\nname = "gemini"\nkind = "gemini"\npath = "{home}/.gemini"\n'
+        )
+    mounts()
+    mnt = sandbox.mnt("global")
+    assert b"User-level memory" in (mnt / "PREAMBLE.md").read_bytes()  # every kind loaded
+    put(home / ".codex" / "memories" / "memory_summary.md", "CODEX FIRST RUN\n", 0)
+    put(home / ".gemini" / "GEMINI.md", "GEMINI FIRST RUN\n", 0)
+    for path, body in (
+        (mnt / "codex" / "memory_summary.md", b"CODEX FIRST RUN\n"),
+        (mnt / "gemini" / "GEMINI.md", b"GEMINI FIRST RUN\n"),
+    ):
+        wait_until(lambda p=path, b=body: p.exists() and p.read_bytes() == b, SOON, str(path))
+    # Gemini CLI's first session in a project: tmp/<id>/ with its marker, then memory/.
+    root = home / "u" / "src" / "shop"
+    root.mkdir(parents=True)
+    root = Path(os.path.realpath(root))
+    put(GeminiCli(home).memory(root) / "topic.md", "GEMINI TOPIC\n", 0)
+    topic = sandbox.mnt(slug_of(root), "topic.md")
+    wait_until(lambda: topic.exists(), SOON, "Gemini's project")
+    assert topic.read_bytes() == b"GEMINI TOPIC\n"
