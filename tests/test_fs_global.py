@@ -7,12 +7,27 @@ from __future__ import annotations
 
 import errno
 import os
+import threading
+from pathlib import Path
 
 import pytest
-from helpers import CTX, Sample, build, cat, fuse_errno, listing, walk, write, write_through
+from fakes import FakeContext
+from helpers import (
+    CTX,
+    Sample,
+    build,
+    cat,
+    fuse_errno,
+    listing,
+    read_all,
+    walk,
+    write,
+    write_through,
+)
 
-from memfs.adapter.fs import ROOT_INODE
+from memfs.adapter.fs import ROOT_INODE, MemFS
 from memfs.disk import config as cfg
+from memfs.disk import sources, state
 
 pytestmark = [pytest.mark.trio, pytest.mark.usefixtures("readdir_reply")]
 
@@ -63,10 +78,11 @@ async def test_claude_heads_the_own_account_and_keeps_the_other_in_history(
     history = (await walk(ops, "global/claude/.history/CLAUDE.md")).st_ino
     (kept,) = await listing(ops, history)
     assert kept.startswith("work@")
-    # A subagent's index: the own head, the other account's under .history/ (no union yet:
-    # §5.3's union is a project's top MEMORY.md only).
-    rev = await cat(ops, (await walk(ops, "global/claude/agent-memory/rev/MEMORY.md")).st_ino)
-    assert rev == b"- [a](a.md)\n"
+    # A subagent's index is §5.3's union, the own account's lines first; the other
+    # account's version is under .history/ as well.
+    rev = await walk(ops, "global/claude/agent-memory/rev/MEMORY.md")
+    assert await cat(ops, rev.st_ino) == b"- [a](a.md)\n- [b](b.md)\n"
+    assert rev.st_size == len(b"- [a](a.md)\n- [b](b.md)\n")
     kept = (await walk(ops, "global/claude/.history/agent-memory/rev/MEMORY.md")).st_ino
     assert [n.split("@")[0] for n in await listing(ops, kept)] == ["work"]
 
@@ -129,3 +145,113 @@ async def test_global_preamble_holds_every_kind_within_budget(
         for text in (b"own user memory", b"codex summary", b"gemini user memory"):
             assert text in body
     assert await fuse_errno(ops.open(attrs.st_ino, os.O_WRONLY, CTX)) == errno.EACCES
+
+
+async def test_global_preamble_shows_a_change_at_once(sample: Sample) -> None:
+    """global/PREAMBLE.md is kept per state of the kinds' projects: read, then a write to
+    global/claude/CLAUDE.md, then read again: the new text, never the kept rendering."""
+    sample = _with_tools(sample)
+    ops = sample.ops
+    before = await cat(ops, (await walk(ops, "global/PREAMBLE.md")).st_ino)
+    assert b"own user memory" in before
+    assert await cat(ops, (await walk(ops, "global/PREAMBLE.md")).st_ino) == before
+    ino = (await walk(ops, "global/claude/CLAUDE.md")).st_ino
+    await write_through(ops, ino, b"changed user memory\n", os.O_WRONLY | os.O_TRUNC)
+    attrs = await walk(ops, "global/PREAMBLE.md")
+    after = await cat(ops, attrs.st_ino)
+    assert b"changed user memory" in after
+    assert b"own user memory" not in after
+    assert attrs.st_size == len(after)
+    sized = await cat(ops, (await walk(ops, "global/PREAMBLE-4096.md")).st_ino)
+    assert b"changed user memory" in sized
+
+
+async def test_global_preamble_reads_no_file_on_the_request_thread(
+    sample: Sample, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """§7a: the bodies global/PREAMBLE.md draws on are read in worker threads; the trio
+    thread renders from them."""
+    sample = _with_tools(sample)
+    ops = sample.ops
+    for kind in ("claude", "codex", "gemini"):
+        await listing(ops, (await walk(ops, f"global/{kind}")).st_ino)  # loaded
+    on_trio: list[str] = []
+    read_file = sources.read_file
+
+    def spy(root: Path, parts: tuple[str, ...], path: str, limit: int) -> bytes:
+        if threading.current_thread() is threading.main_thread():
+            on_trio.append(path)
+        return read_file(root, parts, path, limit)
+
+    monkeypatch.setattr(sources, "read_file", spy)
+    for name in ("PREAMBLE.md", "PREAMBLE-600.md"):
+        body = await cat(ops, (await walk(ops, f"global/{name}")).st_ino)
+        assert b"User-level memory" in body
+    assert on_trio == []
+
+
+AGENT_INDEX = "global/claude/agent-memory/rev/MEMORY.md"
+
+
+async def _read_index(ops: MemFS, ctx: FakeContext = CTX) -> bytes:
+    info = await ops.open((await walk(ops, AGENT_INDEX)).st_ino, os.O_RDONLY, ctx)
+    try:
+        return await read_all(ops, info.fh)
+    finally:
+        await ops.release(info.fh)
+
+
+async def test_a_subagents_index_saved_is_a_change_of_the_own_accounts(sample: Sample) -> None:
+    """§5.3 for agent-memory/<agent>/MEMORY.md (§4.1): a line added lands in the own
+    account's index alone, a line of the other account's removed is hidden from the union
+    (kept in the state folder under a key of its own), the other account untouched."""
+    sample = _with_tools(sample)
+    ops = sample.ops
+    home = sample.home.home
+    own = home / ".claude" / "agent-memory" / "rev" / "MEMORY.md"
+    work = home / ".claude-work" / "agent-memory" / "rev" / "MEMORY.md"
+    read = await _read_index(ops)
+    assert read == b"- [a](a.md)\n- [b](b.md)\n"
+    # Claude Code's save: its temp name in the folder, renamed over the index.
+    folder = (await walk(ops, "global/claude/agent-memory/rev")).st_ino
+    temp = f"MEMORY.md.tmp.{CTX.pid}.0123456789ab"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
+    info, _ = await ops.create(folder, temp.encode(), 0o100644, flags, CTX)
+    new = read + b"- [c](c.md)\n"
+    assert await ops.write(info.fh, 0, new) == len(new)
+    await ops.flush(info.fh)
+    await ops.release(info.fh)
+    await ops.rename(folder, temp.encode(), folder, b"MEMORY.md", 0, CTX)
+    ops._check()
+    assert own.read_bytes() == b"- [a](a.md)\n- [c](c.md)\n"
+    assert work.read_bytes() == b"- [b](b.md)\n"
+    assert await _read_index(ops) == b"- [a](a.md)\n- [c](c.md)\n- [b](b.md)\n"
+    # A rewrite leaving out the other account's line hides it, for this index only.
+    ino = (await walk(ops, AGENT_INDEX)).st_ino
+    await write_through(ops, ino, b"- [a](a.md)\n- [c](c.md)\n", os.O_WRONLY | os.O_TRUNC)
+    ops._check()
+    assert own.read_bytes() == b"- [a](a.md)\n- [c](c.md)\n"
+    assert work.read_bytes() == b"- [b](b.md)\n"
+    assert await _read_index(ops) == b"- [a](a.md)\n- [c](c.md)\n"
+    state_dir = ops.config.state_dir
+    path = "agent-memory/rev/MEMORY.md"
+    assert state.load_hidden_lines(state_dir, "global/claude", path) == {"- [b](b.md)"}
+    assert state.load_hidden_lines(state_dir, "global/claude") == frozenset()
+    names = os.listdir(state_dir / state.HIDDEN_LINES)
+    assert names == ["global.claude.agent-memory.rev.json"]
+    # A new mount reads the hidden line back.
+    again = build(sample.home, sample.mnt, ops.config)
+    assert await cat(again, (await walk(again, AGENT_INDEX)).st_ino) == (
+        b"- [a](a.md)\n- [c](c.md)\n"
+    )
+
+
+async def test_only_a_subagents_top_index_is_a_union(sample: Sample) -> None:
+    """A MEMORY.md deeper in agent-memory/, or in global/codex, is a file as any (§5.2)."""
+    sample = _with_tools(sample)
+    home = sample.home.home
+    write(home / ".claude" / "agent-memory" / "rev" / "sub" / "MEMORY.md", "- [x](x.md)\n")
+    write(home / ".claude-work" / "agent-memory" / "rev" / "sub" / "MEMORY.md", "- [y](y.md)\n")
+    ops = build(sample.home, sample.mnt, sample.ops.config)
+    deep = (await walk(ops, "global/claude/agent-memory/rev/sub/MEMORY.md")).st_ino
+    assert await cat(ops, deep) == b"- [x](x.md)\n"

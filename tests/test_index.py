@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from memfs.rules import index
 from memfs.rules.index import (
     hidden_after,
     link_target,
@@ -381,3 +382,29 @@ def test_two_writers_who_read_the_same_view_keep_both_lines(own: str, others: li
     lines = second.own.split("\n")
     assert "- [one](one.md)" in lines
     assert "- [two](two.md)" in lines
+
+
+@pytest.mark.parametrize(
+    ("path", "agents", "expected"),
+    [
+        ("MEMORY.md", False, True),
+        ("MEMORY.md", True, True),
+        ("agent-memory/rev/MEMORY.md", True, True),
+        ("agent-memory/rev/MEMORY.md", False, False),  # a project's folder of that name
+        ("agent-memory/rev/sub/MEMORY.md", True, False),
+        ("agent-memory/MEMORY.md", True, False),
+        ("agent-memory//MEMORY.md", True, False),
+        ("sub/MEMORY.md", True, False),
+        ("agent-memory/rev/notes.md", True, False),
+    ],
+)
+def test_which_paths_are_indexes(path: str, agents: bool, expected: bool) -> None:
+    assert index.is_index(path, agents) is expected
+
+
+def test_each_index_has_a_key_of_its_own() -> None:
+    assert index.index_key("-home-a-p", "MEMORY.md") == "-home-a-p"
+    assert index.index_key("global/claude", "MEMORY.md") == "global/claude"
+    assert index.index_key("global/claude", "agent-memory/rev/MEMORY.md") == (
+        "global/claude/agent-memory/rev"
+    )

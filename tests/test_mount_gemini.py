@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
 from gemini_layout import GeminiCli
 from helpers import digest
 from mounting import MOUNT_MARKS, Mounts, Sandbox, set_age, slug_of, wait_until
@@ -130,3 +131,40 @@ def test_gemini_projects_show_without_a_remount(sandbox: Sandbox, mounts: Mounts
     wait_until(lambda: (sandbox.mnt(slug_of(second)) / "s.md").exists(), SOON, "shop-1")
     assert sandbox.out("cat", mnt / "gemini-topic.md") == b"FROM GEMINI\n"
     assert not (mnt / "s.md").exists()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="discovery runs once, at the mount: a tool's folder made later brings no source",
+)
+def test_gemini_installed_after_the_mount(sandbox: Sandbox, mounts: Mounts) -> None:
+    """Discovery with no ~/.gemini at the mount: Gemini CLI's first session in a project
+    after it (the folder, tmp/<id>/ and its marker, then memory/) joins that project."""
+    discovering(sandbox)
+    root = checkout(sandbox, "u", "src", "shop")
+    slug = slug_of(root)
+    claude = sandbox.home / ".claude" / "projects" / slug / "memory"
+    claude.mkdir(parents=True)
+    put(claude, "notes.md", "CLAUDE NOTES\n", 1)
+    mounts()
+    mnt = sandbox.mnt(slug)
+    assert sandbox.out("ls", mnt).split() == [b"PREAMBLE.md", b"notes.md"]
+    put(GeminiCli(sandbox.home).memory(root), "gemini-topic.md", "FROM GEMINI\n", 0)
+    wait_until(lambda: (mnt / "gemini-topic.md").exists(), SOON, "Gemini's topic")
+    assert sandbox.out("cat", mnt / "gemini-topic.md") == b"FROM GEMINI\n"
+
+
+def test_gemini_projects_show_once_global_gemini_is_read(sandbox: Sandbox, mounts: Mounts) -> None:
+    """~/.gemini is global/gemini's folder and, while tmp/ is missing, where Gemini's root
+    waits: reading global/ first (which watches that folder for GEMINI.md) must not lose
+    the wait, so the first project session still shows (§3, §4.1)."""
+    discovering(sandbox)
+    (sandbox.home / ".gemini").mkdir()
+    put(sandbox.home / ".gemini", "GEMINI.md", "GEMINI USER MEMORY\n", 1)
+    root = checkout(sandbox, "u", "src", "shop")
+    mounts()
+    assert b"GEMINI USER MEMORY" in sandbox.mnt("global", "PREAMBLE.md").read_bytes()
+    put(GeminiCli(sandbox.home).memory(root), "topic.md", "FROM GEMINI\n", 0)
+    topic = sandbox.mnt(slug_of(root), "topic.md")
+    wait_until(lambda: topic.exists(), SOON, "Gemini's first project")
+    assert sandbox.out("cat", topic) == b"FROM GEMINI\n"

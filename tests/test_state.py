@@ -130,3 +130,16 @@ def test_an_adopt_list_is_private(tmp_path: Path, umask: int) -> None:
         "adopt": 0o700,
         f"adopt/{made.list_id}.json": 0o600,
     }
+
+
+def test_hidden_lines_of_a_long_agent_name_keep_a_safe_name(tmp_path: Path) -> None:
+    agent = "a" * 250
+    path = f"agent-memory/{agent}/MEMORY.md"
+    state.save_hidden_lines(tmp_path, "global/claude", ["x"], path)
+    (name,) = os.listdir(tmp_path / state.HIDDEN_LINES)
+    assert len(name) <= 255
+    assert name.startswith("global.claude.")
+    assert state.load_hidden_lines(tmp_path, "global/claude", path) == {"x"}
+    assert state.load_project(tmp_path, "global/claude")[1] == {path: frozenset({"x"})}
+    state.save_hidden_lines(tmp_path, "global/claude", [], path)
+    assert os.listdir(tmp_path / state.HIDDEN_LINES) == []

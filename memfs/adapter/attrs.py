@@ -138,7 +138,10 @@ class Shown:
             timeout = max(0.0, min(CACHE_TIMEOUT, due))
             return self.entry(ino, stat.S_IFREG | 0o444, size, mtime, timeout)
         assert leaf.version is not None
-        size = leaf.version.size if leaf.kind is not Kind.MEMORY else len(project.memory_index())
+        if leaf.kind is Kind.MEMORY:  # the union, shown at its head's path
+            size = len(project.memory_index(leaf.version.path))
+        else:
+            size = leaf.version.size
         atime = leaf.version.atime_ns if leaf.kind is Kind.FILE else 0
         return self.entry(ino, stat.S_IFREG | self.file_mode(leaf), size, mtime, atime_ns=atime)
 

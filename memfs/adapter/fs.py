@@ -54,7 +54,7 @@ from memfs.disk.config import Config
 from memfs.disk.pins import Pins
 from memfs.view import indexes, writes
 from memfs.view.catalog import Catalog
-from memfs.view.project import MEMORY, Kind, Leaf, Project
+from memfs.view.project import Kind, Leaf, Project
 
 log = logging.getLogger(__name__)
 
@@ -335,8 +335,8 @@ class MemFS(pyfuse3.Operations):
         f = OpenFile(ino, key, writer=True, pid=ctx.pid, append=bool(flags & os.O_APPEND))
         f.tgid = procs.tgid(ctx.pid)
         f.unsaved = f.keeps_history = True
-        if key[1] == MEMORY:  # the view had none: a new index, or one an editor moved away
-            f.index = self.stages.index_reads.created(key[0])
+        if project.is_index(key[1]):  # the view had none: new, or one an editor moved away
+            f.index = self.stages.index_reads.created(key)
         await self.stages.empty(f, writes.new_mode(mode, ctx.umask), place)
         fh = self.files.add(f)
         # Not committed yet: one write costs one commit. Until then the name is pending:
@@ -440,8 +440,8 @@ class MemFS(pyfuse3.Operations):
         project = await self.projects.get(key[0])
         planner = self.stages.planner(project, ctx.pid)
         times = planner.times(key[1], atime, mtime) if asked else None
-        if key[1] == MEMORY:  # a truncate of it is a save of the view (§5.3)
-            plan = indexes.plan_attrs(planner, mode=mode, size=size, times=times)
+        if project.is_index(key[1]):  # a truncate of it is a save of the view (§5.3)
+            plan = indexes.plan_attrs(planner, mode=mode, size=size, times=times, path=key[1])
         else:
             plan = planner.set_attrs(key[1], mode=mode, size=size, times=times)
         await self.stages.run(project, plan)

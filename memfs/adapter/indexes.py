@@ -34,7 +34,9 @@ from dataclasses import dataclass
 
 from memfs.disk import procs
 from memfs.view.indexes import IndexChange
-from memfs.view.project import Project
+from memfs.view.project import MEMORY, Project
+
+Key = tuple[str, str]  # (slug, the index's path): as inodes.Key
 
 READS_KEPT = 128
 BYTES_KEPT = 16 << 20
@@ -53,13 +55,14 @@ class IndexReads:
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
-        self._reads: OrderedDict[tuple[int, str], _Read] = OrderedDict()
+        self._reads: OrderedDict[tuple[int, Key], _Read] = OrderedDict()
         self._bytes = 0
-        self._moved: dict[str, tuple[float, IndexChange]] = {}
+        self._moved: dict[Key, tuple[float, IndexChange]] = {}
 
-    def noted(self, pid: int, slug: str, data: bytes) -> None:
-        """Thread ``pid`` opened ``slug``'s MEMORY.md for reading, served ``data``."""
-        key = (procs.tgid(pid), slug)
+    def noted(self, pid: int, index: Key, data: bytes) -> None:
+        """Thread ``pid`` opened the index at ``index`` (a project's MEMORY.md, or a
+        subagent's in global/claude) for reading, served ``data``."""
+        key = (procs.tgid(pid), index)
         old = self._reads.pop(key, None)
         if old is not None:
             self._bytes -= len(old.data)
@@ -69,28 +72,28 @@ class IndexReads:
             _, dropped = self._reads.popitem(last=False)
             self._bytes -= len(dropped.data)
 
-    def read_by(self, tgid: int, slug: str) -> bytes | None:
-        """What process ``tgid`` last read of ``slug``'s MEMORY.md, if it is recent."""
-        found = self._reads.get((tgid, slug))
+    def read_by(self, tgid: int, index: Key) -> bytes | None:
+        """What process ``tgid`` last read of the index at ``index``, if it is recent."""
+        found = self._reads.get((tgid, index))
         if found is None or self._clock() - found.at > READ_KEEP_S:
             return None
         return found.data
 
-    def change(self, tgid: int, project: Project) -> IndexChange:
-        """What a save of ``project``'s MEMORY.md by process ``tgid`` is taken against."""
-        read = self.read_by(tgid, project.slug)
-        return IndexChange(project.memory_index() if read is None else read)
+    def change(self, tgid: int, project: Project, path: str = MEMORY) -> IndexChange:
+        """What a save of ``project``'s index ``path`` by process ``tgid`` is taken against."""
+        read = self.read_by(tgid, (project.slug, path))
+        return IndexChange(project.memory_index(path) if read is None else read)
 
-    def moved(self, slug: str, change: IndexChange) -> None:
-        """``slug``'s MEMORY.md was renamed away: ``change`` is what a create of it that
+    def moved(self, index: Key, change: IndexChange) -> None:
+        """The index at ``index`` was renamed away: ``change`` is what a create of it that
         follows soon is taken against (an editor's backup-then-write)."""
-        self._moved = {s: m for s, m in self._moved.items() if not self._old(m[0])}
-        self._moved[slug] = (self._clock(), change)
+        self._moved = {k: m for k, m in self._moved.items() if not self._old(m[0])}
+        self._moved[index] = (self._clock(), change)
 
-    def created(self, slug: str) -> IndexChange:
-        """MEMORY.md is created in ``slug``, where the view had none: the save of an index
+    def created(self, index: Key) -> IndexChange:
+        """The index at ``index`` is created where the view had none: the save of an index
         moved away just before, if one was; else a new index (nothing was read of it)."""
-        found = self._moved.pop(slug, None)
+        found = self._moved.pop(index, None)
         if found is not None and not self._old(found[0]):
             return found[1]
         return IndexChange(b"")

@@ -79,8 +79,8 @@ def token_of_leaf(project: Project, leaf: Leaf) -> Token:
     """`token_of` for the leaf a caller holds already (an open: no second lookup)."""
     if leaf.version is None:
         return None
-    if leaf.kind is Kind.MEMORY:
-        data = project.memory_index()
+    if leaf.kind is Kind.MEMORY:  # the union shown at its head's path
+        data = project.memory_index(leaf.version.path)
         return ("memory", len(data), hash(data))
     v = leaf.version
     return (v.origin, v.path, v.size, v.mtime_ns, v.ino)
@@ -361,12 +361,12 @@ class ReadOpens:
             f.data = self.renderings.of(f.ino, project, f.key[1])
             return pyfuse3.FileInfo(fh=self.files.add(f), keep_cache=True)
         if leaf.kind is Kind.MEMORY:
-            f.data = project.memory_index()
+            f.data = project.memory_index(f.key[1])
         else:
             f.version = leaf.version
-        if f.key[1] == MEMORY:
-            # What this process read: a save of MEMORY.md it makes is a change of that.
-            self.index_reads.noted(f.pid, project.slug, f.data or project.memory_index())
+        if project.is_index(f.key[1]):
+            # What this process read: a save of the index it makes is a change of that.
+            self.index_reads.noted(f.pid, f.key, f.data or project.memory_index(f.key[1]))
         token = token_of_leaf(project, leaf)
         # Pin the version now and check it is the one the view reports: a change inotify
         # has not told yet is read as the disk shows it, past the pages and size of the

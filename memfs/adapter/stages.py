@@ -41,7 +41,7 @@ from memfs.rules.tree import parent_of
 from memfs.view import indexes, writes
 from memfs.view.catalog import Catalog
 from memfs.view.indexes import IndexChange
-from memfs.view.project import MEMORY, Kind, Leaf, Project
+from memfs.view.project import Kind, Leaf, Project
 
 log = logging.getLogger(__name__)
 
@@ -137,17 +137,17 @@ class Stages:
         MEMORY.md it is a save of the view (§5.3); MEMORY.md moved away is kept a moment
         for the create of it that an editor's backup-then-write makes next."""
         planner = self.planner(project, pid)
-        if dst == MEMORY and src != dst:
-            change = self.index_reads.change(procs.tgid(pid), project)
-            await self.run(project, indexes.plan_rename_onto(planner, src, flags, change))
-        elif src == MEMORY and dst != src:
-            view, before = project.memory_index(), project.whiteouts
-            plan, step = indexes.plan_move_away(planner, dst, flags, view)
+        if project.is_index(dst) and src != dst:
+            change = self.index_reads.change(procs.tgid(pid), project, dst)
+            await self.run(project, indexes.plan_rename_onto(planner, src, flags, change, dst))
+        elif project.is_index(src) and dst != src:
+            view, before = project.memory_index(src), project.whiteouts
+            plan, step = indexes.plan_move_away(planner, dst, flags, view, src)
             await self.run(project, plan)
-            read = self.index_reads.read_by(procs.tgid(pid), project.slug)
+            read = self.index_reads.read_by(procs.tgid(pid), (project.slug, src))
             lift = frozenset(project.whiteouts - before)
             moved = IndexChange(view if read is None else read, step.data, lift)
-            self.index_reads.moved(project.slug, moved)
+            self.index_reads.moved((project.slug, src), moved)
         else:
             await self.run(project, planner.rename(src, dst, flags))
 
@@ -159,14 +159,14 @@ class Stages:
         """An open for writing of ``leaf`` (its version pinned by the caller, unless
         O_TRUNC is in ``flags``): what its stage will start from."""
         f.keeps_history = True
-        view = project.memory_index() if f.key[1] == MEMORY else None
+        view = project.memory_index(f.key[1]) if project.is_index(f.key[1]) else None
         if view is not None:
             # A save of MEMORY.md is a change of what its writer read (§5.3,
             # view/indexes.py): the view it opens, when it may read it through this open
             # (O_RDWR) or writes after it (O_APPEND); else (vim's O_WRONLY then a truncate,
             # a shell's `>`) what its process last read here, if it did.
             mine = flags & os.O_APPEND or (flags & os.O_RDWR and not flags & os.O_TRUNC)
-            read = None if mine else self.index_reads.read_by(f.tgid, project.slug)
+            read = None if mine else self.index_reads.read_by(f.tgid, f.key)
             f.index = IndexChange(view if read is None else read)
         if flags & os.O_TRUNC:
             # Nothing of the head is read: no descriptor of it is opened (closing it after
@@ -291,13 +291,13 @@ class Stages:
             stage.dirty = True
             created = self.files.pending(f.key) is f  # its name's first commit
             planner = self.planner(project, f.pid)
-            if f.key[1] == MEMORY:
+            if project.is_index(f.key[1]):
                 # A save of the view: a change of what the writer read (§5.3; a handle
                 # renamed onto MEMORY.md did not open it: its process's read, or the view
                 # now). Its later commits are changes of the same read.
-                f.index = f.index or self.index_reads.change(f.tgid, project)
+                f.index = f.index or self.index_reads.change(f.tgid, project, f.key[1])
                 plan = indexes.plan_commit(
-                    planner, stage, f.index, keep=f.keeps_history, created=created
+                    planner, stage, f.index, keep=f.keeps_history, created=created, path=f.key[1]
                 )
             else:
                 plan = planner.commit(stage, f.key[1], keep=f.keeps_history, created=created)

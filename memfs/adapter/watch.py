@@ -22,8 +22,10 @@ Threading contract:
 
 Watched: each source's root (projects appearing or vanishing), every folder of every
 loaded project, and for a project folder whose memory folder does not exist yet, the
-nearest existing folder on the way to it. A Gemini CLI source's folders are named by ids
-that markers map to projects (disk/gemini.py): its root, each ``tmp/<id>`` folder (for its
+nearest existing folder on the way to it (for global/'s origins, up to and past the
+origin's root, which no Root watch covers: `Watches.pending`, `_waiting`). A Gemini CLI
+source's folders are named by ids that markers map to projects (disk/gemini.py): its root,
+each ``tmp/<id>`` folder (for its
 ``.project_root``) and the Gemini folder (for ``projects.json``) are watched too, and a
 change of any re-reads the whole map in a worker (`_remap`; a few small reads a folder).
 """
@@ -49,7 +51,6 @@ from memfs.adapter.watches import (
     Pairs,
     Pending,
     Root,
-    RootPending,
     Target,
     Watches,
 )
@@ -141,9 +142,16 @@ class Watcher:
         self.listener = listener
         self.turns = turns if turns is not None else Turns()
         self.inotify = Inotify()
-        self.watches = Watches(self.inotify, catalog.config.limits.max_file_bytes)
+        config = catalog.config
+        roots = frozenset(s.root for s in config.sources if s.projects)
+        self.watches = Watches(self.inotify, config.limits.max_file_bytes, roots)
         self._targets: dict[int, Target] = {}  # watch descriptor -> what it watches
         self._mapped: dict[int, mapping.Role] = {}  # watch descriptor -> its mapping role
+        # watch descriptor -> (slug, origin) of missing folders waiting there (`Pending`):
+        # roles beside the targets too, as a folder a missing root waits in may be one
+        self._waiting: dict[int, set[tuple[str, int]]] = {}
+        # watch descriptor -> sources whose missing root waits there (`_watch_root`)
+        self._root_waits: dict[int, frozenset[int]] = {}
         # (id(project), origin) -> folders watched, relative to the origin ('' for itself)
         self._folders: dict[tuple[int, int], set[str]] = {}
         self._stash: dict[int, list[Event]] = {}  # events of watches not registered yet
@@ -235,8 +243,14 @@ class Watcher:
         """Trio thread: the watches a worker added are ours now; replay what they saw."""
         replay: list[Event] = []
         for wd, target in pairs:
+            if isinstance(target, Pending):
+                self._waiting.setdefault(wd, set()).add((target.slug, target.origin))
+                replay += self._stash.pop(wd, [])
+                continue
             before = self._targets.get(wd)
             self._targets[wd] = target
+            if isinstance(target, Folder) and target.path == "":
+                self._found((target.slug, target.origin))
             if isinstance(target, Folder):
                 folders = self._folders.setdefault((id(project), target.origin), set())
                 # Renamed: its old path has no watch now, unless a folder made there since
@@ -252,6 +266,13 @@ class Watcher:
             self._stashed = 0
         if replay:
             self._send.send_nowait(replay)
+
+    def _found(self, waited: tuple[str, int]) -> None:
+        """A missing folder is watched now: it waits nowhere any more (O(waits))."""
+        for wd in [wd for wd, origins in self._waiting.items() if waited in origins]:
+            self._waiting[wd].discard(waited)
+            if not self._waiting[wd]:
+                del self._waiting[wd]
 
     def recheck(self, project: Project, i: int, path: str) -> None:
         """A request found ``path`` of origin ``i`` changed on disk before inotify said so:
@@ -279,27 +300,20 @@ class Watcher:
                 wd = self.inotify.add(folder, ROOT_MASK | IN_MASK_ADD)
             except OSError:
                 continue
-            known = self._targets.get(wd)
-            if known is None or isinstance(known, RootPending):
-                # Several missing roots may wait on one folder (the home, often).
-                waiting = known.sources if known is not None else frozenset()
-                self._targets[wd] = RootPending(waiting | {i})
-            else:
-                log.warning("source root %s is missing and its parent is watched already", root)
+            # Several missing roots may wait on one folder (the home, often), beside what
+            # else watches it (a global/ origin's folder, a missing folder's wait).
+            self._root_waits[wd] = self._root_waits.get(wd, frozenset()) | {i}
             break
         return False
 
-    def _pending_roots(self, wd: int, target: RootPending) -> None:
+    def _pending_roots(self, wd: int) -> None:
         """Something changed on the way to missing roots: each waits again where it now
         must (here, or in a deeper folder), or is watched and listed if it exists now."""
-        self._targets[wd] = RootPending(frozenset())
-        for i in sorted(target.sources):
+        for i in sorted(self._root_waits.pop(wd, frozenset())):
             self._root_appeared(i)
-        still = self._targets.get(wd)
-        if isinstance(still, RootPending) and not still.sources:
-            del self._targets[wd]
-            if wd not in self._mapped:  # the Gemini folder stays watched for projects.json
-                self.inotify.remove(wd)
+        held = (self._root_waits, self._targets, self._mapped, self._waiting)
+        if not any(wd in by for by in held):  # nothing else watches it: the watch goes
+            self.inotify.remove(wd)
 
     def _root_appeared(self, i: int) -> None:
         """A step towards a missing root appeared: watch further, and list it once there.
@@ -466,22 +480,26 @@ class Watcher:
             return
         target = self._targets.get(wd)
         if mask & IN_IGNORED:
-            self._forget(wd)
+            self._forget(wd, work)
             return
         mapped = self._mapped.get(wd)
         if mapped is not None and mapped.asks(name):
             work.remaps.add(mapped.source)
+        waiting = self._waiting.get(wd)
+        for slug, i in waiting or ():
+            if slug in self.catalog.loaded():  # its memory folder may be there
+                work.rescans.add((slug, i))
+        roots = wd in self._root_waits
+        if roots:
+            self._pending_roots(wd)
         if target is None:
-            if mapped is None:
+            if mapped is None and waiting is None and not roots:
                 self._hold(wd, mask, name, work)
             return
         if name.startswith(sources.STAGE_PREFIX):
             return
         if isinstance(target, Root):
             self._root_event(target, mask, name, work)
-            return
-        if isinstance(target, RootPending):
-            self._pending_roots(wd, target)
             return
         project = self.catalog.loaded().get(target.slug)
         if project is None or target.origin >= len(project.origins):
@@ -514,9 +532,14 @@ class Watcher:
         self._stash.setdefault(wd, []).append((wd, mask, name))
         self._stashed += 1
 
-    def _forget(self, wd: int) -> None:
+    def _forget(self, wd: int, work: _Work) -> None:
         """The kernel dropped a watch (its folder went): a folder made again is watched anew."""
         self._mapped.pop(wd, None)
+        for slug, i in self._waiting.pop(wd, ()):
+            if slug in self.catalog.loaded():
+                work.rescans.add((slug, i))  # a rescan waits again, further up
+        for i in sorted(self._root_waits.pop(wd, frozenset())):
+            self._watch_root(i)  # the folder missing roots waited in went: wait further up
         target = self._targets.pop(wd, None)
         if isinstance(target, Root):  # the root itself went: wait for it again
             self._watch_root(target.source)
@@ -528,7 +551,9 @@ class Watcher:
                     origin = project.origins[target.origin]
                     pending = self.watches.pending(target.slug, target.origin, origin)
                     if pending is not None:
-                        self._targets[pending[0]] = pending[1]
+                        self._waiting.setdefault(pending[0], set()).add(
+                            (target.slug, target.origin)
+                        )
 
     def _root_event(self, target: Root, mask: int, name: str, work: _Work) -> None:
         if not mask & IN_ISDIR and not mask & (IN_DELETE | IN_MOVED_FROM):

@@ -66,14 +66,7 @@ class Pending:
     origin: int
 
 
-@dataclass(frozen=True)
-class RootPending:
-    """Source roots that do not exist yet: the nearest folder on their way is watched."""
-
-    sources: frozenset[int]
-
-
-Target = Root | Folder | Pending | RootPending
+Target = Root | Folder | Pending
 Pairs = list[tuple[int, Target]]  # watches a worker added, to register on the trio thread
 
 
@@ -81,9 +74,15 @@ class Watches:
     """Adds watches (any thread): an origin's folders, or the nearest folder on the way to
     a missing one; counts the folders that could not be watched."""
 
-    def __init__(self, inotify: Inotify, max_bytes: int) -> None:
+    def __init__(
+        self, inotify: Inotify, max_bytes: int, roots: frozenset[Path] = frozenset()
+    ) -> None:
         self.inotify = inotify
         self.max_bytes = max_bytes
+        # The roots a Root watch covers (sources holding projects). Any other origin (one
+        # of global/'s, §4.1: a Codex folder, Gemini CLI's, an account's config folder) may
+        # be missing up to its root and beyond, and waits in the nearest folder that exists.
+        self.roots = roots
         self.failures = 0  # folders that could not be watched (other than gone)
 
     def settle(
@@ -129,9 +128,14 @@ class Watches:
 
     def pending(self, slug: str, i: int, origin: Origin) -> tuple[int, Target] | None:
         """The memory folder is missing: watch the nearest folder that exists on its way
-        (adding to what else watches it: a Gemini folder's marker)."""
-        for depth in range(len(origin.parts) - 1, 0, -1):
-            path = origin.root.joinpath(*origin.parts[:depth])
+        (adding to what else watches it: a Gemini folder's marker, a missing root's wait).
+        Not a source's root, which its Root watch covers (`roots`)."""
+        on_way = [
+            origin.root.joinpath(*origin.parts[:d]) for d in range(len(origin.parts) - 1, 0, -1)
+        ]
+        if origin.root not in self.roots:
+            on_way += [origin.root, *origin.root.parents]
+        for path in on_way:
             wd = self.add(path, ROOT_MASK | IN_MASK_ADD)
             if wd is not None:
                 return (wd, Pending(slug, i))

@@ -151,6 +151,7 @@ class SaveIndex:
     max_bytes: int
     own_before: bytes | None = None
     hidden: frozenset[str] | None = None
+    index: str = MEMORY  # its path in the project: the top MEMORY.md, or a subagent's
 
     def run(self) -> list[str]:
         data, mode, times = self.written.data(self.max_bytes)
@@ -167,11 +168,11 @@ class SaveIndex:
             self.written.replaced()
         # Then the lines it hid (read here, under the commit lock, so that two saves never
         # lose each other's): if this fails, the index landed, and close() says what failed.
-        before = state.load_hidden_lines(self.state_dir, self.slug)
+        before = state.load_hidden_lines(self.state_dir, self.slug, self.index)
         texts = [_text(body) for body in self._others()]
         after = index.hidden_after(before, saved, texts)
         if after != before:
-            state.save_hidden_lines(self.state_dir, self.slug, after)
+            state.save_hidden_lines(self.state_dir, self.slug, after, self.index)
         self.hidden = after
         return kept
 

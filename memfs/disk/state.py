@@ -15,6 +15,7 @@ saves MEMORY.md (index_save.SaveIndex); loads with the project's first load.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
 import os
@@ -25,17 +26,20 @@ from pathlib import Path
 from typing import BinaryIO
 
 from memfs.disk import staging
+from memfs.rules.index import MEMORY, index_key
 
 log = logging.getLogger(__name__)
 
 Whiteout = tuple[str, str, int]  # (path in the project, source name, mtime_ns; -1: a folder)
-Saved = tuple[set[Whiteout], frozenset[str]]  # what a project keeps here (`load_project`)
+# What a project keeps here (`load_project`): its whiteouts, and each index's hidden lines
+Saved = tuple[set[Whiteout], dict[str, frozenset[str]]]
 
 FOLDER_MODE = 0o700
 FILE_MODE = 0o600
 WHITEOUTS = "whiteouts"
 HIDDEN_LINES = "hidden-lines"  # lines of MEMORY.md a save removed that other sources hold
 LOG_NAME = "memfs.log"
+NAME_MAX = 255  # bytes of a file name
 
 
 def make_private(state_dir: Path) -> None:
@@ -166,36 +170,70 @@ def save_whiteouts(state_dir: Path, slug: str, records: Iterable[Whiteout]) -> N
 
 def load_project(state_dir: Path, slug: str) -> Saved:
     """Everything the state folder keeps of project ``slug``: its whiteouts (§7.3) and the
-    lines of its MEMORY.md a save hid (§5.3)."""
-    return load_whiteouts(state_dir, slug), load_hidden_lines(state_dir, slug)
+    lines a save hid of each of its indexes (§5.3): its MEMORY.md's, and in global/claude
+    (§4.1) each subagent's, found by name (`_hidden_name`)."""
+    hidden = {MEMORY: load_hidden_lines(state_dir, slug)}
+    if "/" in slug:  # global/<kind>: its indexes below the top too
+        prefix = _name(slug).removesuffix(".json") + "."
+        with contextlib.suppress(OSError):
+            for entry in os.scandir(state_dir / HIDDEN_LINES):
+                if entry.name.startswith(prefix):
+                    found = _read_hidden(Path(entry.path))
+                    if found is not None and found[0] != MEMORY:
+                        hidden[found[0]] = found[1]
+    return load_whiteouts(state_dir, slug), {p: ls for p, ls in hidden.items() if ls}
 
 
-def load_hidden_lines(state_dir: Path, slug: str) -> frozenset[str]:
-    """The lines of ``slug``'s MEMORY.md hidden from the union (§5.3), by their text."""
-    path = state_dir / HIDDEN_LINES / _name(slug)
+def _hidden_name(slug: str, path: str) -> str:
+    """The file of index ``path``'s hidden lines: the slug's name for the top MEMORY.md,
+    else the slug's and the index's folder (`index.index_key`:
+    ``global.claude.agent-memory.<agent>.json``), a hash of the path when that name would
+    pass 255 bytes. The file names its index inside (`save_hidden_lines`)."""
+    name = _name(index_key(slug, path))
+    if len(name.encode("utf-8", "surrogateescape")) <= NAME_MAX:
+        return name
+    digest = hashlib.sha256(path.encode("utf-8", "surrogateescape")).hexdigest()[:32]
+    return f"{_name(slug).removesuffix('.json')}.{digest}.json"
+
+
+def load_hidden_lines(state_dir: Path, slug: str, path: str = MEMORY) -> frozenset[str]:
+    """The lines of index ``path`` (the top MEMORY.md unless given) of ``slug`` hidden from
+    the union (§5.3), by their text."""
+    found = _read_hidden(state_dir / HIDDEN_LINES / _hidden_name(slug, path))
+    return found[1] if found is not None and found[0] == path else frozenset()
+
+
+def _read_hidden(file: Path) -> tuple[str, frozenset[str]] | None:
+    """(the index path, its hidden lines) of one record: a list for a top MEMORY.md, an
+    object naming its index for any other."""
     try:
-        raw = json.loads(path.read_text(encoding="utf-8", errors="surrogateescape"))
+        raw = json.loads(file.read_text(encoding="utf-8", errors="surrogateescape"))
     except FileNotFoundError:
-        return frozenset()
+        return None
     except (OSError, ValueError) as exc:
-        log.warning("ignoring unreadable hidden lines %s: %s", path, exc)
-        return frozenset()
+        log.warning("ignoring unreadable hidden lines %s: %s", file, exc)
+        return None
+    path = MEMORY
+    if isinstance(raw, dict) and isinstance(raw.get("index"), str):
+        path, raw = raw["index"], raw.get("lines")
     if not isinstance(raw, list):
-        return frozenset()
-    return frozenset(line for line in raw if isinstance(line, str))
+        return None
+    return path, frozenset(line for line in raw if isinstance(line, str))
 
 
-def save_hidden_lines(state_dir: Path, slug: str, lines: Iterable[str]) -> None:
-    """Replace ``slug``'s hidden lines (none: the record goes)."""
+def save_hidden_lines(state_dir: Path, slug: str, lines: Iterable[str], path: str = MEMORY) -> None:
+    """Replace the hidden lines of ``slug``'s index ``path`` (none: the record goes)."""
     folder = private_folder(state_dir, HIDDEN_LINES)
+    name = _hidden_name(slug, path)
     found = sorted(lines)
     if not found:
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(folder / _name(slug))
+            os.unlink(folder / name)
         return
     # Lines are the user's text: surrogateescape keeps bytes that are not UTF-8 as they were.
-    data = json.dumps(found, indent=0, ensure_ascii=True).encode("ascii")
-    save_private(folder, _name(slug), data)
+    record: object = found if path == MEMORY else {"index": path, "lines": found}
+    data = json.dumps(record, indent=0, ensure_ascii=True).encode("ascii")
+    save_private(folder, name, data)
 
 
 @dataclass

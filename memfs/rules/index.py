@@ -47,6 +47,31 @@ import re
 from collections.abc import Iterable, Sequence, Set
 from dataclasses import dataclass
 
+MEMORY = "MEMORY.md"
+AGENT_MEMORY = "agent-memory"  # a Claude Code config folder's subagents' memory (§4.1)
+
+
+def is_index(path: str, agents: bool = False) -> bool:
+    """Whether a project's view ``path`` is an index shown as the union above (§5.3): the
+    ``MEMORY.md`` at the project's top, or, where ``agents`` (global/claude, §4.1), a
+    subagent's ``agent-memory/<agent>/MEMORY.md``. The one rule every layer asks."""
+    if path == MEMORY:
+        return True
+    if not agents:
+        return False
+    top, _, rest = path.partition("/")
+    agent, _, name = rest.partition("/")
+    return top == AGENT_MEMORY and agent != "" and name == MEMORY
+
+
+def index_key(slug: str, path: str) -> str:
+    """What the state folder keeps index ``path`` of project ``slug``'s hidden lines under:
+    the slug for the top MEMORY.md, else the slug and the index's folder
+    (``global/claude/agent-memory/<agent>``), so no two indexes share one."""
+    folder = path.rpartition("/")[0]
+    return f"{slug}/{folder}" if folder else slug
+
+
 # `[title](target)`, allowing one level of nested brackets in the title and of
 # parentheses in the target (`[a [b]](notes(1).md)`); deeper nesting is rare
 # enough in an index line that the simple form is worth more.

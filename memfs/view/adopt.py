@@ -413,7 +413,7 @@ def take(
         config.limits.max_file_bytes,
         report,
         whited_out=lambda f: (f.path, f.mtime_ns) in hidden,
-        hidden_lines=hidden_lines,
+        hidden_lines=hidden_lines.get(MEMORY, frozenset()),
     )
     return report
 

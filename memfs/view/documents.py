@@ -62,7 +62,7 @@ class Documents:
 
     def __init__(self, project: Project) -> None:
         self._of = weakref.ref(project)
-        self._memory: Rendered | None = None
+        self._memory: dict[str, Rendered] = {}  # index path -> its body (§5.3)
         self._preamble: Rendered | None = None
         self._sized: dict[int, Rendered] = {}  # budget -> PREAMBLE-<budget>.md (§6)
         self._descriptions: dict[Version, str | None] = {}
@@ -105,18 +105,20 @@ class Documents:
 
         A superset of what the renderings read when every file is text: the latest
         handoffs, the newest files and a few more, every MEMORY.md version, and the start
-        of each file the index may describe (unless described already). Whatever a
-        rendering asks beyond these, it reads itself.
+        of each file the index may describe (unless described already); in global/claude,
+        every version of each subagent's index too. Whatever a rendering asks beyond these,
+        it reads itself.
         """
         project = self._project
         now = time.time_ns() if now_ns is None else now_ns
         settings = project.config.preamble
         cap = project.config.limits.max_file_bytes
         found: dict[Version, int] = {}
-        leaf = project.tree.leaf(MEMORY)
-        if leaf is not None and leaf.version is not None:
-            for v in (leaf.version, *leaf.others):
-                found[v] = cap
+        for path in project.indexes():
+            leaf = project.tree.leaf(path)
+            if leaf is not None and leaf.version is not None:
+                for v in (leaf.version, *leaf.others):
+                    found[v] = cap
         handoffs = [v for v in reversed(project.handoffs) if v.mtime_ns <= now][:SPARE_READS]
         for v in handoffs:
             found[v] = cap
@@ -148,25 +150,30 @@ class Documents:
 
     # --- MEMORY.md -------------------------------------------------------------------
 
-    def memory_index(self) -> bytes:
-        """The body MEMORY.md shows: the head's, or the union when several sources have one."""
+    def memory_index(self, path: str = MEMORY) -> bytes:
+        """The body index ``path`` shows (the top MEMORY.md, or a subagent's in
+        global/claude): the head's, or the union when several sources have one."""
         project = self._project
-        leaf = project.tree.leaf(MEMORY)
+        leaf = project.tree.leaf(path)
         if leaf is None or leaf.version is None:
             return b""
-        if self._memory is not None and self._memory.generation == project.generation:
-            return self._memory.data
+        cached = self._memory.get(path)
+        if cached is not None and cached.generation == project.generation:
+            return cached.data
         if leaf.kind is Kind.FILE:
             data = self._read_or_empty(project, leaf.version)
         else:
-            data = self._union(project, [leaf.version, *leaf.others])
-        self._memory = Rendered(project.generation, data)
+            data = self._union(project, [leaf.version, *leaf.others], path)
+        if any(r.generation != project.generation for r in self._memory.values()):
+            self._memory = {}  # only this generation's are kept
+        self._memory[path] = Rendered(project.generation, data)
         return data
 
-    def _union(self, project: Project, versions: Sequence[Version]) -> bytes:
-        """The union of ``versions``, the first the head (§5.3), the lines a save hid taken
-        out of every version but the own index (the head, when it is the own source's)."""
-        hidden = project.hidden_lines
+    def _union(self, project: Project, versions: Sequence[Version], path: str = MEMORY) -> bytes:
+        """The union of ``versions`` of index ``path``, the first the head (§5.3), the lines
+        a save hid taken out of every version but the own index (the head, when it is the
+        own source's)."""
+        hidden = project.hidden_of(path)
         own = project.config.own_index
         texts = []
         for n, v in enumerate(versions):
@@ -176,16 +183,16 @@ class Documents:
             texts.append(text)
         return index.union_index(texts[0], texts[1:]).encode("utf-8", "surrogateescape")
 
-    def other_indexes(self) -> list[tuple[Path, tuple[str, ...], str]]:
-        """Where every version of MEMORY.md lies but the own source's (conflict copies and
-        versions whited out for now included): a save reads them in its worker
+    def other_indexes(self, path: str = MEMORY) -> list[tuple[Path, tuple[str, ...], str]]:
+        """Where every version of index ``path`` lies but the own source's (conflict copies
+        and versions whited out for now included): a save reads them in its worker
         (index_save.SaveIndex) to know which hidden lines still hide something."""
         project = self._project
-        leaf = project.tree.leaf(MEMORY)
+        leaf = project.tree.leaf(path)
         own = project.config.own_index
-        versions = [v for v in project.versions(MEMORY) if project.origins[v.origin].source != own]
+        versions = [v for v in project.versions(path) if project.origins[v.origin].source != own]
         if leaf is not None:
-            versions += [v for v in leaf.others if v.path != MEMORY]  # conflict copies
+            versions += [v for v in leaf.others if v.path != path]  # conflict copies
         return [
             (project.origins[v.origin].root, project.origins[v.origin].parts, v.path)
             for v in versions
@@ -421,16 +428,17 @@ class Documents:
         """Assert every invariant of what is cached; Project._check calls this."""
         project = self._project
         # Every cache is of a generation the project had: none runs ahead of the view.
-        for rendered in (self._memory, self._preamble, *self._sized.values()):
+        for rendered in (*self._memory.values(), self._preamble, *self._sized.values()):
             assert rendered is None or rendered.generation <= project.generation
         for asked in (self._stale, self._over_limit):
             assert asked is None or asked[0] <= project.generation
         # The union is cached only while the view shows a MEMORY.md (every change to the
         # view is a new generation).
-        if self._memory is not None and self._memory.generation == project.generation:
-            leaf = project.tree.leaf(MEMORY)
-            assert leaf is not None
-            assert leaf.version is not None
+        for path, rendered in self._memory.items():
+            if rendered.generation == project.generation:
+                leaf = project.tree.leaf(path)
+                assert leaf is not None
+                assert leaf.version is not None
         # A body is kept with the limit it was read with, and never holds more.
         assert all(len(data) <= limit for limit, data in self._bodies.values())
         assert len(self._descriptions) <= DESCRIPTIONS_KEPT + 1

@@ -19,15 +19,16 @@ import functools
 import logging
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from memfs.disk import sources
 from memfs.disk.config import Config
-from memfs.rules import names
+from memfs.rules import index, names
 from memfs.rules.history import HISTORY
 from memfs.rules.tree import ancestors
+from memfs.view import userlevel
 from memfs.view.kept import KeptVersions
 from memfs.view.versions import DIR_WHITEOUT, MEMORY, Origin, Version
 
@@ -52,9 +53,11 @@ class Holdings:
         slug: str,
         config: Config,
         whiteouts: Iterable[tuple[str, str, int]] = (),
-        hidden_lines: Iterable[str] = (),
+        hidden_lines: Iterable[str] | Mapping[str, Iterable[str]] = (),
     ) -> None:
         self.slug = slug
+        # global/claude: its subagents' MEMORY.md are indexes too (§4.1, §5.3)
+        self.agents = slug == userlevel.slug_of(userlevel.CLAUDE)
         self.config = config
         self.origins: list[Origin] = []
         self.counts = Counts()
@@ -66,8 +69,13 @@ class Holdings:
         self._under: Counter[str] = Counter()  # path -> versions and folders below it
         # (path, source name, mtime_ns or DIR_WHITEOUT): read-only versions hidden by unlink
         self._whiteouts: set[tuple[str, str, int]] = set(whiteouts)
-        # Texts of lines a save of MEMORY.md removed that other sources hold (§5.3)
-        self._hidden_lines = frozenset(hidden_lines)
+        # Texts of lines a save of an index removed that other sources hold (§5.3), per
+        # index path (a plain set: the top MEMORY.md's)
+        if isinstance(hidden_lines, Mapping):
+            found = {path: frozenset(lines) for path, lines in hidden_lines.items()}
+        else:
+            found = {MEMORY: frozenset(hidden_lines)}
+        self._hidden: dict[str, frozenset[str]] = {p: ls for p, ls in found.items() if ls}
         self._logged: set[tuple[int, str, str]] = set()  # left-out files already logged
         # Paths shown though a name rule matches them: the own source's writers' files
         # (names.Way.WRITERS: rsync's `.x.AbC123`, vim's `.x.swp`), never in PREAMBLE.md.
@@ -357,16 +365,27 @@ class Holdings:
     def whiteouts(self) -> set[tuple[str, str, int]]:
         return set(self._whiteouts)
 
+    def is_index(self, path: str) -> bool:
+        """Whether ``path`` is an index shown as §5.3's union (`index.is_index`)."""
+        return index.is_index(path, self.agents)
+
     @property
     def hidden_lines(self) -> frozenset[str]:
-        """The lines of MEMORY.md hidden from the union, by text (`index.text_of`)."""
-        return self._hidden_lines
+        """The lines of the top MEMORY.md hidden from the union, by text (`index.text_of`)."""
+        return self.hidden_of(MEMORY)
 
-    def set_hidden_lines(self, lines: Iterable[str]) -> None:
+    def hidden_of(self, path: str) -> frozenset[str]:
+        """The lines of index ``path`` hidden from its union."""
+        return self._hidden.get(path, frozenset())
+
+    def set_hidden_lines(self, lines: Iterable[str], path: str = MEMORY) -> None:
         new = frozenset(lines)
-        if new != self._hidden_lines:
-            self._hidden_lines = new
-            self._refresh(MEMORY)  # its body and perhaps its kind change (project.py)
+        if new != self.hidden_of(path):
+            if new:
+                self._hidden[path] = new
+            else:
+                self._hidden.pop(path, None)
+            self._refresh(path)  # its body and perhaps its kind change (project.py)
 
     def _count_under(self, path: str, delta: int, *, include_self: bool = False) -> None:
         steps = [path, *ancestors(path)] if include_self else list(ancestors(path))

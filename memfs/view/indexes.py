@@ -69,21 +69,29 @@ class IndexChange:
 
 
 def plan_commit(
-    planner: Planner, stage: staging.Stage, change: IndexChange, *, keep: bool, created: bool
+    planner: Planner,
+    stage: staging.Stage,
+    change: IndexChange,
+    *,
+    keep: bool,
+    created: bool,
+    path: str = MEMORY,
 ) -> Plan:
     """A writer's stage committed onto MEMORY.md (``keep``: the handle's first commit
     keeps the version it replaces, §7.2; ``created``: the name is new, made by it)."""
-    plan = planner._plan("create" if created else "write", MEMORY)
-    return _plan_save(planner, plan, FromStage(stage), change, keep=keep)
+    plan = planner._plan("create" if created else "write", path)
+    return _plan_save(planner, plan, FromStage(stage), change, keep=keep, path=path)
 
 
-def plan_rename_onto(planner: Planner, src: str, flags: int, change: IndexChange) -> Plan:
+def plan_rename_onto(
+    planner: Planner, src: str, flags: int, change: IndexChange, path: str = MEMORY
+) -> Plan:
     """rename(2) of ``src`` onto MEMORY.md: its bytes are the writer's save. A folder, or a
     rename onto itself, is writes.py's."""
     project = planner.project
-    if src == MEMORY or project.tree.is_dir(src):
-        return planner.rename(src, MEMORY, flags)
-    check_rename(project, src, MEMORY, flags)
+    if src == path or project.tree.is_dir(src):
+        return planner.rename(src, path, flags)
+    check_rename(project, src, path, flags)
     leaf = writable_leaf(project, src)
     v = leaf.version
     assert v is not None
@@ -95,8 +103,8 @@ def plan_rename_onto(planner: Planner, src: str, flags: int, change: IndexChange
         origin = project.origins[v.origin]
         times = (v.atime_ns or v.mtime_ns, v.mtime_ns)
         written = FromBytes(None, (origin.root, origin.parts, v.path), v.mode, times)
-    plan = planner._plan("rename", src, MEMORY)
-    _plan_save(planner, plan, written, change, keep=True)
+    plan = planner._plan("rename", src, path)
+    _plan_save(planner, plan, written, change, keep=True, path=path)
     plan.read_again(v.origin, project.origins[v.origin], src)
     if place is not None and leaf.kind is Kind.FILE:
         planner._remove_others(plan, src, v)  # the old name's other versions go too
@@ -106,39 +114,46 @@ def plan_rename_onto(planner: Planner, src: str, flags: int, change: IndexChange
 
 
 def plan_attrs(
-    planner: Planner, *, mode: int | None, size: int | None, times: tuple[int, int] | None
+    planner: Planner,
+    *,
+    mode: int | None,
+    size: int | None,
+    times: tuple[int, int] | None,
+    path: str = MEMORY,
 ) -> Plan:
     """chmod, truncate, utimens of MEMORY.md by path (a writer's handle changes its stage)."""
     project = planner.project
-    writable_leaf(project, MEMORY)
+    writable_leaf(project, path)
     asked = stat.S_IMODE(mode) if mode is not None else 0
     what = "truncate" if size is not None else "chmod" if mode is not None else "times"
-    plan = planner._plan(what, MEMORY)
+    plan = planner._plan(what, path)
     if size is not None:
         # A save of the view as it stands, cut (or grown with NULs, as a truncate grows a
         # file): the writer changes that view, whatever it read before.
-        view = project.memory_index()
+        view = project.memory_index(path)
         text = view[:size] + b"\0" * (size - len(view))
         written = FromBytes(text, mode=asked, times=times)
-        return _plan_save(planner, plan, written, IndexChange(view), keep=True)
-    own = next((v for v in project.versions(MEMORY) if v.origin == planner.own), None)
+        return _plan_save(planner, plan, written, IndexChange(view), keep=True, path=path)
+    own = next((v for v in project.versions(path) if v.origin == planner.own), None)
     if own is None:
         # The attributes are the own index's: one is made, holding no line (the view's lines
         # stay the other sources').
         made = FromBytes(b"", mode=asked, times=times)
-        return _plan_save(planner, plan, made, IndexChange(b""), keep=False)
-    folder = planner._place(MEMORY)
-    plan.steps.append(steps.SetAttrs(folder, MEMORY, mode=mode, times=times))
-    plan.read_again(planner.own, planner._own_origin(), MEMORY)
+        return _plan_save(planner, plan, made, IndexChange(b""), keep=False, path=path)
+    folder = planner._place(path)
+    plan.steps.append(steps.SetAttrs(folder, parent_of(path)[1], mode=mode, times=times))
+    plan.read_again(planner.own, planner._own_origin(), path)
     return plan
 
 
-def plan_move_away(planner: Planner, dst: str, flags: int, memory: bytes) -> tuple[Plan, ReadIndex]:
+def plan_move_away(
+    planner: Planner, dst: str, flags: int, memory: bytes, path: str = MEMORY
+) -> tuple[Plan, ReadIndex]:
     """rename(2) of MEMORY.md (whose view is ``memory``) to ``dst``, as any rename (§7.3),
     its first step reading the own index it moves or removes (`ReadIndex`): an editor's
     backup-then-write writes the index anew at once, and that save applies to it."""
-    plan = planner.rename(MEMORY, dst, flags, memory=memory)
-    step = ReadIndex(planner._place(MEMORY), planner.config.limits.max_file_bytes)
+    plan = planner.rename(path, dst, flags, memory=memory)
+    step = ReadIndex(planner._place(path), planner.config.limits.max_file_bytes)
     plan.steps.insert(0, step)
     return plan, step
 
@@ -150,25 +165,27 @@ def _plan_save(
     change: IndexChange,
     *,
     keep: bool,
+    path: str = MEMORY,
 ) -> Plan:
     """``plan`` (made by ``planner``, journaled as what the writer did) saving ``written``
-    as MEMORY.md, a change against ``change``."""
+    as index ``path``, a change against ``change``."""
     project = planner.project
     config = planner.config
     step = SaveIndex(
         written,
-        planner._place(MEMORY),
+        planner._place(path),
         change.read,
-        project.documents.other_indexes(),
+        project.documents.other_indexes(path),
         config.state_dir,
         project.slug,
-        planner._keep(MEMORY) if keep else None,
+        planner._keep(path) if keep else None,
         config.limits.max_file_bytes,
         own_before=change.own_before,
+        index=path,
     )
     plan.steps.append(step)
     plan.index = step
-    plan.read_again(planner.own, planner._own_origin(), MEMORY)
+    plan.read_again(planner.own, planner._own_origin(), path)
     if change.lift:
         # After the save, so that a save that fails leaves them: the other sources' indexes
         # show again, less the lines this save hid.

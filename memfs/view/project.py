@@ -179,9 +179,9 @@ class Project(Holdings):
         # A conflict copy of MEMORY.md is a version too: its links join the union (5.3).
         # Lines a save hid are taken out of every version but the own index: a lone other
         # version with such lines is shown as computed too (documents.py).
-        if path == MEMORY and (
+        if self.is_index(path) and (
             len(visible) + len(copies) > 1
-            or (self.hidden_lines and self.origins[head.origin].source != self.config.own_index)
+            or (self.hidden_of(path) and self.origins[head.origin].source != self.config.own_index)
         ):
             others = self._newest_first(v for v in [*visible, *copies] if v is not head)
             leaf = Leaf(Kind.MEMORY, head, tuple(others))
@@ -256,7 +256,7 @@ class Project(Holdings):
         O(versions of the path).
         """
         own = self.config.own_index
-        if own is None or self.origins[head.origin].source != own or head.path == MEMORY:
+        if own is None or self.origins[head.origin].source != own or self.is_index(head.path):
             return None, FOREVER_NS  # MEMORY.md shows the union, never the own head alone
         newer = [
             v
@@ -300,9 +300,16 @@ class Project(Holdings):
     # Asked here for the many callers and the hot paths (every open of MEMORY.md or
     # PREAMBLE.md, the watcher's read-ahead); everything else of them, of `documents`.
 
-    def memory_index(self) -> bytes:
-        """The body MEMORY.md shows: `Documents.memory_index`."""
-        return self.documents.memory_index()
+    def indexes(self) -> list[str]:
+        """The index paths the view shows (§5.3): MEMORY.md, and in global/claude each
+        subagent's (O(heads) there, which holds user memory only)."""
+        if not self.agents:
+            return [MEMORY] if MEMORY in self._heads else []
+        return [path for path in self._heads if self.is_index(path)]
+
+    def memory_index(self, path: str = MEMORY) -> bytes:
+        """The body index ``path`` shows: `Documents.memory_index`."""
+        return self.documents.memory_index(path)
 
     def preamble(
         self, files_at: str | None, now_ns: int | None = None, budget: int | None = None
