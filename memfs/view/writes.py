@@ -27,7 +27,6 @@ import stat
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from memfs.disk import journal, sources, staging, state, steps
 from memfs.disk.config import Config
@@ -75,7 +74,8 @@ class Plan:
     dirs: list[tuple[int, str, bool]] = field(default_factory=list)
     own: int | None = None  # the own origin, where kept versions land
     change: journal.Change | None = None  # what the journal records once it ran (§7.2)
-    state_dir: Path | None = None
+    log: journal.Journal | None = None  # where it is journaled
+    later: staging.Later | None = None  # what its kept versions leave for after the answer
     index: SaveIndex | None = None
 
     def read_again(self, origin: int, place: Origin, path: str) -> None:
@@ -98,7 +98,8 @@ class Plan:
             rescan=rescan,
             max_bytes=max_bytes,
             change=self.change,
-            state_dir=self.state_dir,
+            log=self.log,
+            later=self.later,
         )
 
 
@@ -162,11 +163,18 @@ def keeps_versions(path: str) -> bool:
     return cached_path_rule(path) is None
 
 
-def keep_for(config: Config, catalog: Catalog, project: Project, path: str) -> staging.Keep | None:
+def keep_for(
+    config: Config,
+    catalog: Catalog,
+    project: Project,
+    path: str,
+    later: staging.Later | None = None,
+) -> staging.Keep | None:
     """Where the version of ``path`` a change replaces or removes is kept (§7.2): the own
-    source's ``.history/<path>/<own>@<UTC>.md``, the last ``versions`` of it, and the
-    oldest kept versions of the project that must go so that the project stays within
-    ``history_bytes`` (view/kept.py)."""
+    source's ``.history/<path>/<own>@<UTC>.md``, the last ``versions`` of it (those the
+    view knows of are named, so the worker lists nothing), and the oldest kept versions of
+    the project that must go so that the project stays within ``history_bytes``
+    (view/kept.py). What goes is left to ``later``, run once the change is answered."""
     own = config.own
     place = catalog.own_place(project.slug)
     if own is None or place is None or not keeps_versions(path):
@@ -182,7 +190,17 @@ def keep_for(config: Config, catalog: Catalog, project: Project, path: str) -> s
     )
     drop = project.kept.over_budget(path, replaced, limits.history_bytes) if replaced else []
     folder = place.below(history.HISTORY, *sources.split(path))
-    return staging.Keep(folder, own.name, limits.versions, path, place, tuple(drop))
+    older = tuple(project.kept.names_of(path, own.name))
+    return staging.Keep(
+        folder,
+        own.name,
+        limits.versions,
+        path,
+        place,
+        tuple(drop),
+        older,
+        later if later is not None else staging.Later(),
+    )
 
 
 def own_folder_of(config: Config, project: Project, v: Version) -> staging.Place | None:
@@ -260,16 +278,31 @@ class Planner:
     """Plans for one project's changes; ``own`` is the own source's origin in it."""
 
     def __init__(
-        self, config: Config, catalog: Catalog, project: Project, own: int, who: int = 0
+        self,
+        config: Config,
+        catalog: Catalog,
+        project: Project,
+        own: int,
+        who: int = 0,
+        log: journal.Journal | None = None,
     ) -> None:
         self.config = config
         self.catalog = catalog
         self.project = project
         self.own = own
         self.who = who  # the process asking (FUSE names its thread): the journal says so
+        self.log = log  # where its plans are journaled (None: nowhere)
+        self.later = staging.Later()  # what its plans' kept versions leave for afterwards
 
     @classmethod
-    def of(cls, config: Config, catalog: Catalog, project: Project, who: int = 0) -> Planner:
+    def of(
+        cls,
+        config: Config,
+        catalog: Catalog,
+        project: Project,
+        who: int = 0,
+        log: journal.Journal | None = None,
+    ) -> Planner:
         """The planner of ``project``'s changes asked for by process ``who``, its own
         source's canonical folder registered in it (empty) if new. Raises Refused (EROFS)
         with no own source."""
@@ -280,12 +313,13 @@ class Planner:
         found = project.origin_index(origin)
         if found is None:
             found = project.add_origin(origin, sources.Scan(exists=False))
-        return cls(config, catalog, project, found, who)
+        return cls(config, catalog, project, found, who, log)
 
     def _plan(self, what: str | None = None, path: str = "", to: str = "") -> Plan:
         """An empty plan; with ``what``, one the journal records as that change of
         ``path`` (to ``to``, a rename's), its size before as the view shows it."""
         plan = Plan(self.project.slug, own=self.own, origins={self.own: self._own_origin()})
+        plan.later = self.later
         if what is not None:
             self._journal(plan, what, path, to)
         return plan
@@ -296,14 +330,21 @@ class Planner:
         head = self.project.head(path)
         before = head.size if head is not None else None
         plan.change = journal.Change(self.project.slug, path, what, self.who, to=to, before=before)
-        plan.state_dir = self.config.state_dir
+        plan.log = self.log
         return plan
 
     def _own_origin(self) -> Origin:
         return self.project.origins[self.own]
 
+    def tidy(self, later: staging.Later) -> Plan:
+        """What the kept versions of a change left for after its answer (§7.2): the plan
+        runs ``later`` and reads back the versions that went."""
+        plan = Plan(self.project.slug, own=self.own, origins={self.own: self._own_origin()})
+        plan.steps.append(later)
+        return plan
+
     def _keep(self, path: str) -> staging.Keep | None:
-        return keep_for(self.config, self.catalog, self.project, path)
+        return keep_for(self.config, self.catalog, self.project, path, self.later)
 
     def _place(self, path: str) -> staging.Place:
         return target_folder(self.catalog, self.project.slug, path)
