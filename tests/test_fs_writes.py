@@ -16,7 +16,6 @@ implementation behind the pyfuse3 signatures.
 
 from __future__ import annotations
 
-import dataclasses
 import errno
 import os
 import stat
@@ -993,53 +992,6 @@ async def test_each_change_keeps_the_version_it_replaces_and_is_journaled(
         if c.to or c.what != "create"
     )
     assert {c.pid for c in changes} == {CTX.pid}
-
-
-@pytest.mark.usefixtures("readdir_reply")
-async def test_what_goes_past_the_limit_goes_after_the_answer(
-    sample: Sample, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """With the mount's tidying task running, a write's answer does not wait for the
-    pruning (§7.2): held back, the version past ``versions`` is still there when the
-    write returns; let go, it goes, from the view too."""
-    limits = dataclasses.replace(sample.ops.config.limits, versions=2)
-    ops = build(sample.home, sample.mnt, dataclasses.replace(sample.ops.config, limits=limits))
-    history = sample.own / ".history" / "a.md"
-    go = threading.Event()
-    run = staging.Later.run
-
-    def held(later: staging.Later) -> list[str]:
-        go.wait(10)
-        return run(later)
-
-    async def own_kept() -> list[str]:
-        return [n for n in await names(ops, ".history/a.md") if n.startswith("claude@")]
-
-    async def until_two_kept() -> None:  # the tidying task's worker call, then its absorb
-        for _ in range(500):
-            if len(await own_kept()) == 2:
-                return
-            await trio.sleep(0.01)
-        pytest.fail(f"kept: {await own_kept()}")
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(ops.stages.tidying)
-        for n in range(2):
-            await write_file(ops, "a.md", b"v%d\n" % n)
-        await until_two_kept()
-        first = sorted(os.listdir(history))
-        monkeypatch.setattr(staging.Later, "run", held)
-        with trio.fail_after(5):  # an answer that waited for the pruning would hang here
-            await write_file(ops, "a.md", b"v2\n")
-        assert len(await own_kept()) == 3
-        assert sorted(os.listdir(history))[:2] == first
-        go.set()
-        await until_two_kept()
-        assert await own_kept() == sorted(os.listdir(history))
-        assert first[0] not in await own_kept()
-        bodies = [await body(ops, f".history/a.md/{k}") for k in await own_kept()]
-        assert bodies == [b"v0\n", b"v1\n"]
-        nursery.cancel_scope.cancel()
 
 
 @pytest.mark.usefixtures("readdir_reply")

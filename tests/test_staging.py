@@ -303,13 +303,6 @@ def keep_of(place: Place, name: str, last: int) -> Keep:
     return Keep(place.below(".history", name), "claude", last)
 
 
-def commit_keeping(stage: Stage, keep: Keep) -> None:
-    """A commit, then what its kept version left for after the answer (the mount runs it
-    right after answering)."""
-    stage.commit(keep)
-    keep.later.run()
-
-
 def kept(place: Place, name: str) -> list[str]:
     folder = folder_of(place) / ".history" / name
     return sorted(os.listdir(folder)) if folder.exists() else []
@@ -321,7 +314,7 @@ def test_keep_version_hard_links_the_replaced_version(place: Place, stages: list
     old_ino = target.stat().st_ino
     stage = open_stage(stages, place, "handoff.md", copy=False)
     stage.write(0, b"v2")
-    commit_keeping(stage, keep_of(place, "handoff.md", 20))
+    stage.commit(keep_of(place, "handoff.md", 20))
     name = f"claude@{history_stamp(at(1))}.md"
     assert kept(place, "handoff.md") == [name]
     copy = folder / ".history" / "handoff.md" / name
@@ -334,7 +327,7 @@ def test_keep_version_hard_links_the_replaced_version(place: Place, stages: list
 def test_keep_with_nothing_to_replace_keeps_nothing(place: Place, stages: list[Stage]) -> None:
     stage = open_stage(stages, place, "handoff.md", copy=False)
     stage.write(0, b"first ever")
-    commit_keeping(stage, keep_of(place, "handoff.md", 20))
+    stage.commit(keep_of(place, "handoff.md", 20))
     assert kept(place, "handoff.md") == []
 
 
@@ -345,7 +338,7 @@ def commit_a_minute_apart(place: Place, target: Path, versions: range, last: int
         stage = Stage(place, target.name, initial_fd=None, mode=0o644)
         try:
             stage.write(0, f"v{n}".encode())
-            commit_keeping(stage, keep_of(place, target.name, last))
+            stage.commit(keep_of(place, target.name, last))
         finally:
             stage.abort()
 
@@ -361,12 +354,11 @@ def test_kept_versions_are_pruned_to_the_last_n(place: Place) -> None:
     assert target.read_bytes() == b"v5"
 
 
-def test_a_commit_killed_after_keeping_a_version_leaves_one_more_until_the_next(
+def test_a_commit_killed_after_keeping_a_version_leaves_at_most_the_last_n(
     place: Place, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """memfs killed right after a version is linked into the history (the crash test's
-    SIGKILL can land there), before what the keep left for later ran: the history holds one
-    version more than ``last``, none is lost, and the path's next commit prunes it."""
+    SIGKILL can land there): the history already holds no more than ``last``."""
     folder = folder_of(place)
     target = write(folder / "handoff.md", "v0", at(0))
     commit_a_minute_apart(place, target, range(1, 4), last=3)
@@ -377,49 +369,18 @@ def test_a_commit_killed_after_keeping_a_version_leaves_one_more_until_the_next(
         link(*args, **kwargs)  # type: ignore[arg-type]
         raise SystemExit("killed")
 
-    with monkeypatch.context() as patched:
-        patched.setattr(staging.os, "link", killed_after)
-        set_mtime(target, at(4 * 60))
-        stage = Stage(place, "handoff.md", initial_fd=None, mode=0o644)
-        try:
-            stage.write(0, b"v4")
-            with pytest.raises(SystemExit):
-                stage.commit(keep_of(place, "handoff.md", 3))
-        finally:
-            stage.abort()
-    names = kept(place, "handoff.md")
-    assert names == [f"claude@{history_stamp(at(n * 60))}.md" for n in (1, 2, 3, 4)]
-    assert target.read_bytes() == b"v3"  # the commit never replaced it
-    commit_a_minute_apart(place, target, range(5, 6), last=3)
-    names = kept(place, "handoff.md")
-    assert names == [f"claude@{history_stamp(at(n * 60))}.md" for n in (3, 4, 5)]
-
-
-def test_a_keep_told_the_versions_lists_nothing_and_leaves_the_pruning_for_later(
-    place: Place, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The view names the versions it knows (Keep.older): the worker lists no folder, and
-    what goes past ``last`` is only removed by ``later`` (after the change is answered)."""
-    folder = folder_of(place)
-    target = write(folder / "handoff.md", "v0", at(0))
-    commit_a_minute_apart(place, target, range(1, 4), last=3)
-    names = kept(place, "handoff.md")
+    monkeypatch.setattr(staging.os, "link", killed_after)
     set_mtime(target, at(4 * 60))
-    folder = place.below(".history", "handoff.md")
-    keep = Keep(folder, "claude", 3, "handoff.md", older=tuple(names))
     stage = Stage(place, "handoff.md", initial_fd=None, mode=0o644)
     try:
         stage.write(0, b"v4")
-        with monkeypatch.context() as patched:
-            patched.setattr(staging.os, "listdir", lambda *a: pytest.fail("listed"))
-            stage.commit(keep)
+        with pytest.raises(SystemExit):
+            stage.commit(keep_of(place, "handoff.md", 3))
     finally:
         stage.abort()
-    assert len(kept(place, "handoff.md")) == 4  # the oldest stays until later runs
-    assert [view for _, _, view in keep.later.drop] == [f".history/handoff.md/{names[0]}"]
-    assert keep.later.run() == [f".history/handoff.md/{names[0]}"]
-    assert kept(place, "handoff.md") == [*names[1:], f"claude@{history_stamp(at(4 * 60))}.md"]
-    assert keep.later.run() == []  # done once
+    names = kept(place, "handoff.md")
+    assert names == [f"claude@{history_stamp(at(n * 60))}.md" for n in (2, 3, 4)]
+    assert target.read_bytes() == b"v3"  # the commit never replaced it
 
 
 def test_kept_versions_in_the_same_second(place: Place) -> None:
@@ -429,7 +390,7 @@ def test_kept_versions_in_the_same_second(place: Place) -> None:
         stage = Stage(place, "handoff.md", initial_fd=None, mode=0o644)
         try:
             stage.write(0, b"next")
-            commit_keeping(stage, keep_of(place, "handoff.md", 20))
+            stage.commit(keep_of(place, "handoff.md", 20))
         finally:
             stage.abort()
     base = f"claude@{history_stamp(at(7))}"
@@ -443,7 +404,7 @@ def test_keep_zero_keeps_nothing(place: Place) -> None:
     stage = Stage(place, "handoff.md", initial_fd=None, mode=0o644)
     try:
         stage.write(0, b"v2")
-        commit_keeping(stage, keep_of(place, "handoff.md", 0))
+        stage.commit(keep_of(place, "handoff.md", 0))
     finally:
         stage.abort()
     assert kept(place, "handoff.md") == []
@@ -456,7 +417,7 @@ def test_keep_leaves_other_prefixes_alone(place: Place) -> None:
     stage = Stage(place, "handoff.md", initial_fd=None, mode=0o644)
     try:
         stage.write(0, b"v2")
-        commit_keeping(stage, keep_of(place, "handoff.md", 0))
+        stage.commit(keep_of(place, "handoff.md", 0))
     finally:
         stage.abort()
     assert kept(place, "handoff.md") == ["work@20200101T000000Z.md"]

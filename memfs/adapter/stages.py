@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import logging
-import math
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -80,7 +79,6 @@ class Stages:
         self._busy: dict[OpenFile, trio.Event] = {}
         self.index_reads = IndexReads()  # what writers read of MEMORY.md (§5.3)
         self.journal = journal.Journal(config.state_dir)  # every change's line (§7.2)
-        self._later: trio.MemorySendChannel[tuple[Project, staging.Later]] | None = None
 
     # --- the one way down -----------------------------------------------------------
 
@@ -93,9 +91,7 @@ class Stages:
     ) -> None:
         """Apply ``plan`` in one worker call, absorb what it found, publish; then raise the
         error of the step that failed, if one did (the view shows the disk either way).
-        ``void`` is asked once the commit lock is held: a plan it voids is not applied.
-        What its kept versions leave for later runs once this returns, when the mount
-        runs `tidying`."""
+        ``void`` is asked once the commit lock is held: a plan it voids is not applied."""
         apply = plan.application(project, self.config.limits.max_file_bytes)
         await self._take_commit_lock()
         try:
@@ -104,58 +100,11 @@ class Stages:
             applied = await workers.run(apply)
         finally:
             self._commit_lock.release()
-        self._absorb(project, plan, applied)
-        if applied.later is not None:
-            if self._later is not None:
-                self._later.send_nowait((project, applied.later))
-            else:
-                await self._tidy(project, applied.later)
-        if applied.error is not None:
-            raise applied.error
-
-    def _absorb(self, project: Project, plan: writes.Plan, applied: steps.Applied) -> None:
         if writes.absorb(self.catalog, project, plan, applied):
             self.publisher.publish_root(project.slug)
         self.publisher.plan_applied(project)
-
-    async def tidying(self) -> None:
-        """The mount's task that runs what changes left for after their answer (the fsync
-        of a kept version's link, the versions past the limits, staging.Later), so that
-        no answer waits for it. What came meanwhile runs together, a project at a time: a
-        burst of writes to one folder fsyncs its history folder once. Without this task
-        (adapter tests) each runs before its change returns."""
-        send, receive = trio.open_memory_channel[tuple[Project, staging.Later]](math.inf)
-        self._later = send
-        try:
-            async for first in receive:
-                pending: dict[int, tuple[Project, staging.Later]] = {}
-                item: tuple[Project, staging.Later] | None = first
-                while item is not None:
-                    project, later = item
-                    _, together = pending.setdefault(id(project), (project, staging.Later()))
-                    together.sync += later.sync
-                    together.drop += later.drop
-                    try:
-                        item = receive.receive_nowait()
-                    except trio.WouldBlock:
-                        item = None
-                for project, later in pending.values():
-                    await self._tidy(project, later)
-        finally:
-            self._later = None
-
-    async def _tidy(self, project: Project, later: staging.Later) -> None:
-        """Run ``later`` in a worker call of its own, and take in which versions went. It
-        takes no commit lock: it removes only versions no change of this plan's writes,
-        and the next keep of a path counts those the view still shows (staging.Keep)."""
-        try:
-            plan = self.planner(project).tidy(later)
-        except writes.Refused:
-            return  # no own source any more: nothing of it to tidy
-        applied = await workers.run(plan.application(project, self.config.limits.max_file_bytes))
-        self._absorb(project, plan, applied)
         if applied.error is not None:
-            log.warning("tidying the kept versions of %s: %s", project.slug, applied.error)
+            raise applied.error
 
     async def new_project(self, slug: str, mode: int) -> Project:
         """mkdir at the root: the own source's folder of a canonical slug, made by its

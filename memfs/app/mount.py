@@ -387,7 +387,6 @@ async def _serve(ops: MemFS, mountpoint: Path) -> None:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(ops.kernel.run)
             nursery.start_soon(watcher.run)
-            nursery.start_soon(ops.stages.tidying)
             nursery.start_soon(_signals, nursery.cancel_scope)
             nursery.start_soon(_announce_ready, ops, mountpoint)
             await pyfuse3.main()

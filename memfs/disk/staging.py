@@ -22,7 +22,7 @@ import os
 import secrets
 import stat
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from memfs.disk import sources
@@ -84,49 +84,14 @@ def open_dir(place: Place, *, create: bool) -> int:
     return fd
 
 
-@dataclass
-class Later:
-    """What keeping versions leaves for right after the change is answered (§7.2): the
-    history folders that got a link, to fsync, and the kept versions past the limits, to
-    remove (each its folder, its name, and its view path, `.history/<path>/<name>`).
-
-    Neither has to hold up the change: the link is in the file system's journal with the
-    rename that follows it (ext4 and XFS commit both at the change's own folder fsync),
-    and one kept version too many for a moment costs a few bytes. A memfs killed before
-    this runs leaves that version over the limit until the path's next change prunes it.
-    """
-
-    sync: list[Place] = field(default_factory=list)
-    drop: list[tuple[Place, str, str]] = field(default_factory=list)
-
-    def __bool__(self) -> bool:
-        return bool(self.sync or self.drop)
-
-    def run(self) -> list[str]:
-        """Remove what is dropped, then fsync each folder once; the view paths that went.
-        A step (steps.Step), run in a worker call of its own after the change's."""
-        gone = [view for folder, name, view in dict.fromkeys(self.drop) if _drop(folder, name)]
-        for folder in dict.fromkeys(self.sync):
-            with contextlib.suppress(FileNotFoundError, NotADirectoryError):
-                fd = open_dir(folder, create=False)
-                try:
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
-        self.sync, self.drop = [], []  # done: a second run does nothing
-        return gone
-
-
 @dataclass(frozen=True)
 class Keep:
     """Where a replaced version is kept: ``<folder>/<prefix>@<UTC>.md``, the last ``last``.
 
     ``path`` is the project path whose versions these are (they show at
-    ``.history/<path>/``). ``older`` names its kept versions the view knows of, oldest
-    first; None: the folder is listed instead. ``drop`` are other kept versions (view paths,
-    below ``project``, the own source's project folder) that go to keep the project within
-    its bytes for history (view/kept.py decides which). What goes, and the fsync of the
-    link, is left to ``later``.
+    ``.history/<path>/``). ``drop`` are other kept versions (view paths, below
+    ``project``, the own source's project folder) that go to keep the project within its
+    bytes for history (view/kept.py decides which).
     """
 
     folder: Place
@@ -135,8 +100,6 @@ class Keep:
     path: str = ""
     project: Place | None = None
     drop: tuple[str, ...] = ()
-    older: tuple[str, ...] | None = None
-    later: Later = field(default_factory=Later, compare=False)
 
     def view_paths(self, names: Sequence[str]) -> list[str]:
         return [f"{history.HISTORY}/{self.path}/{name}" for name in names]
@@ -376,14 +339,14 @@ def copy_fd(src: int, dst: int) -> None:
 
 
 def keep_version(dir_fd: int, name: str, keep: Keep) -> list[str]:
-    """Hard-link the current ``name`` (if any) into ``keep`` before it is replaced; what
-    must go to stay within the limits, and the link's fsync, are left to ``keep.later``.
+    """Hard-link the current ``name`` (if any) into ``keep`` before it is replaced, then
+    drop what ``keep.drop`` names.
 
     A hard link costs no copy and makes the kept version exactly the replaced bytes: every
     change through the mount replaces a file by a rename (or removes its name), so nothing
     writes into the kept inode afterwards. Where no hard link can be made (a file system
-    without them), the bytes are copied. Returns the view paths that came (the caller
-    updates its view of exactly those).
+    without them), the bytes are copied. Returns the view paths that came or went (the
+    caller updates its view of exactly those).
     """
     try:
         st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
@@ -393,22 +356,20 @@ def keep_version(dir_fd: int, name: str, keep: Keep) -> list[str]:
         # An empty version holds no memory: keeping it would only make a folder under
         # .history/ for every scratch file a tool makes and removes.
         return []
-    made, dropped = _keep_one(dir_fd, name, st, keep)
-    later = keep.later
-    later.sync.append(keep.folder)
-    views = keep.view_paths(dropped)
-    later.drop += [(keep.folder, old, view) for old, view in zip(dropped, views, strict=True)]
+    touched = keep.view_paths(_keep_one(dir_fd, name, st, keep))
     if keep.project is not None:
         for view in keep.drop:
-            *folder, old = view.split("/")
-            later.drop.append((keep.project.below(*folder), old, view))
-    return keep.view_paths(made)
+            if _drop_kept(keep.project, view):
+                touched.append(view)
+    return touched
 
 
-def _drop(folder: Place, name: str) -> bool:
-    """Remove the kept version ``name`` in ``folder``; False if it was gone already."""
+def _drop_kept(project: Place, view: str) -> bool:
+    """Remove the kept version at ``view`` (``.history/<path>/<name>``) of the own project
+    folder ``project``; False if it was gone already."""
+    *folder, name = view.split("/")
     try:
-        fd = open_dir(folder, create=False)
+        fd = open_dir(project.below(*folder), create=False)
     except (FileNotFoundError, NotADirectoryError):
         return False
     try:
@@ -420,41 +381,40 @@ def _drop(folder: Place, name: str) -> bool:
         os.close(fd)
 
 
-def _keep_one(
-    dir_fd: int, name: str, st: os.stat_result, keep: Keep
-) -> tuple[list[str], list[str]]:
-    """The link (or copy) of ``name`` into ``keep.folder``: the names made there, and the
-    versions of the path past ``keep.last`` with it, which are to go."""
+def _keep_one(dir_fd: int, name: str, st: os.stat_result, keep: Keep) -> list[str]:
+    """The link (or copy) of ``name`` into ``keep.folder``, and the pruning of its
+    versions past ``keep.last``: the names that came or went there."""
     kfd = open_dir(keep.folder, create=True)
     try:
-        names = list(keep.older) if keep.older is not None else _versions_in(kfd, keep.prefix)
+        names = os.listdir(kfd)
         base = history.order(history.version_name(keep.prefix, st.st_mtime_ns))[0]
         # One more than the highest number of this second, never a freed lower one: the
         # newest kept version must sort last, or pruning would take it first.
-        taken = [n for b, n in map(history.order, names) if b == base]
+        taken = [history.order(n)[1] for n in names if history.order(n)[0] == base]
         n = max(taken, default=0) + 1
         target = history.version_name(keep.prefix, st.st_mtime_ns, n)
-        mine = sorted([*names, target], key=history.order)
-        over = mine[: max(0, len(mine) - keep.last)]
-        dropped = [v for v in over if v != target]
-        made: list[str] = []
-        # At the limit, a replaced version older than all it keeps is not kept at all.
-        while target not in over:
+        # The last ``last`` of the versions with this one among them. Pruned first, then
+        # linked: memfs killed between the two leaves no more than ``last``.
+        mine = sorted(
+            [v for v in names if v.startswith(keep.prefix + "@")] + [target], key=history.order
+        )
+        dropped = mine[: max(0, len(mine) - keep.last)]
+        touched = [old for old in dropped if old != target]
+        for old in touched:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(old, dir_fd=kfd)
+        while target not in dropped:  # the replaced version is not older than all it keeps
             try:
                 _link_or_copy(dir_fd, name, kfd, target, st)
-                made.append(target)
+                touched.append(target)
                 break
-            except FileExistsError:  # made since the view knew (or the listing): the next
+            except FileExistsError:  # made since the listing: the next number
                 n += 1
                 target = history.version_name(keep.prefix, st.st_mtime_ns, n)
+        os.fsync(kfd)
     finally:
         os.close(kfd)
-    return made, dropped
-
-
-def _versions_in(kfd: int, prefix: str) -> list[str]:
-    """The versions from ``prefix`` in the folder at ``kfd`` (a keep with no view)."""
-    return [v for v in os.listdir(kfd) if v.startswith(prefix + "@")]
+    return touched
 
 
 def _link_or_copy(dir_fd: int, name: str, kfd: int, target: str, st: os.stat_result) -> None:

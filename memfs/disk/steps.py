@@ -190,7 +190,6 @@ class Applied:
     found: list[tuple[int, str, sources.FileStat | str | None]] = field(default_factory=list)
     scan: sources.Scan | None = None
     error: OSError | None = None  # the step that failed; the steps after it did not run
-    later: staging.Later | None = None  # what its kept versions left for after the answer
     at_ns: int = 0  # when the disk was looked at again (time.monotonic_ns), after the steps
 
 
@@ -203,16 +202,13 @@ def apply(
     max_bytes: int,
     change: journal.Change | None = None,
     log: journal.Journal | None = None,
-    later: staging.Later | None = None,
 ) -> Applied:
     """Run ``steps`` in order, then stat every path they touched; never raises OSError.
 
     A failing step stops the plan, and what ran before it is still read back, so the view
     shows the disk as it is (`Applied.error` carries the failure for the caller). A plan
     that ran whole journals ``change`` in ``log``, with the size it left and the
-    version it kept, as found here (§7.2). What its kept versions leave for later (their
-    fsync, the versions past the limits: ``later``) comes back in `Applied.later`, for a
-    worker call of its own once the change is answered.
+    version it kept, as found here (§7.2).
     """
     out = Applied()
     kept: list[str] = []
@@ -232,8 +228,6 @@ def apply(
         out.scan = sources.scan(rescan.root, rescan.parts, max_bytes, rescan.only)
     if change is not None and log is not None and out.error is None:
         _journal(change, log, out.found, own[0] if own is not None else None)
-    if later:
-        out.later = later
     return out
 
 

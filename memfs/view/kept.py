@@ -70,13 +70,6 @@ class KeptVersions:
     def __len__(self) -> int:
         return len(self._by_view)
 
-    def names_of(self, path: str, source: str) -> list[str]:
-        """The file names of ``path``'s kept versions from ``source`` (its name before the
-        ``@``), as `.history/<path>/` holds them."""
-        start = f"{source}@"
-        names = (k.view.rpartition("/")[2] for k in self._of.get(path, ()))
-        return [name for name in names if name.startswith(start)]
-
     def over_budget(self, path: str, adding: int, budget: int) -> list[str]:
         """The kept versions to remove so that keeping ``adding`` more bytes, a new
         version of ``path``, stays within ``budget``: oldest first, never the newest kept

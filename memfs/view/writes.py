@@ -75,7 +75,6 @@ class Plan:
     own: int | None = None  # the own origin, where kept versions land
     change: journal.Change | None = None  # what the journal records once it ran (§7.2)
     log: journal.Journal | None = None  # where it is journaled
-    later: staging.Later | None = None  # what its kept versions leave for after the answer
     index: SaveIndex | None = None
 
     def read_again(self, origin: int, place: Origin, path: str) -> None:
@@ -99,7 +98,6 @@ class Plan:
             max_bytes=max_bytes,
             change=self.change,
             log=self.log,
-            later=self.later,
         )
 
 
@@ -163,18 +161,11 @@ def keeps_versions(path: str) -> bool:
     return cached_path_rule(path) is None
 
 
-def keep_for(
-    config: Config,
-    catalog: Catalog,
-    project: Project,
-    path: str,
-    later: staging.Later | None = None,
-) -> staging.Keep | None:
+def keep_for(config: Config, catalog: Catalog, project: Project, path: str) -> staging.Keep | None:
     """Where the version of ``path`` a change replaces or removes is kept (§7.2): the own
-    source's ``.history/<path>/<own>@<UTC>.md``, the last ``versions`` of it (those the
-    view knows of are named, so the worker lists nothing), and the oldest kept versions of
-    the project that must go so that the project stays within ``history_bytes``
-    (view/kept.py). What goes is left to ``later``, run once the change is answered."""
+    source's ``.history/<path>/<own>@<UTC>.md``, the last ``versions`` of it, and the
+    oldest kept versions of the project that must go so that the project stays within
+    ``history_bytes`` (view/kept.py)."""
     own = config.own
     place = catalog.own_place(project.slug)
     if own is None or place is None or not keeps_versions(path):
@@ -190,17 +181,7 @@ def keep_for(
     )
     drop = project.kept.over_budget(path, replaced, limits.history_bytes) if replaced else []
     folder = place.below(history.HISTORY, *sources.split(path))
-    older = tuple(project.kept.names_of(path, own.name))
-    return staging.Keep(
-        folder,
-        own.name,
-        limits.versions,
-        path,
-        place,
-        tuple(drop),
-        older,
-        later if later is not None else staging.Later(),
-    )
+    return staging.Keep(folder, own.name, limits.versions, path, place, tuple(drop))
 
 
 def own_folder_of(config: Config, project: Project, v: Version) -> staging.Place | None:
@@ -292,7 +273,6 @@ class Planner:
         self.own = own
         self.who = who  # the process asking (FUSE names its thread): the journal says so
         self.log = log  # where its plans are journaled (None: nowhere)
-        self.later = staging.Later()  # what its plans' kept versions leave for afterwards
 
     @classmethod
     def of(
@@ -319,7 +299,6 @@ class Planner:
         """An empty plan; with ``what``, one the journal records as that change of
         ``path`` (to ``to``, a rename's), its size before as the view shows it."""
         plan = Plan(self.project.slug, own=self.own, origins={self.own: self._own_origin()})
-        plan.later = self.later
         if what is not None:
             self._journal(plan, what, path, to)
         return plan
@@ -336,15 +315,8 @@ class Planner:
     def _own_origin(self) -> Origin:
         return self.project.origins[self.own]
 
-    def tidy(self, later: staging.Later) -> Plan:
-        """What the kept versions of a change left for after its answer (§7.2): the plan
-        runs ``later`` and reads back the versions that went."""
-        plan = Plan(self.project.slug, own=self.own, origins={self.own: self._own_origin()})
-        plan.steps.append(later)
-        return plan
-
     def _keep(self, path: str) -> staging.Keep | None:
-        return keep_for(self.config, self.catalog, self.project, path, self.later)
+        return keep_for(self.config, self.catalog, self.project, path)
 
     def _place(self, path: str) -> staging.Place:
         return target_folder(self.catalog, self.project.slug, path)
