@@ -13,10 +13,9 @@ from memfs.disk.journal import Change
 
 def test_changes_read_back_newest_first_and_private(tmp_path: Path) -> None:
     state = tmp_path / "state"
-    log = journal.Journal(state)
-    log.record(Change("-p", "a.md", "write", before=1, after=2, at_ns=10**18))
-    log.record(Change("-p", "a.md", "rename", to="b.md", kept=".history/b.md/x.md"))
-    log.record(Change("-p", "b.md", "unlink", pid=os.getpid(), before=2))
+    journal.record(state, Change("-p", "a.md", "write", before=1, after=2, at_ns=10**18))
+    journal.record(state, Change("-p", "a.md", "rename", to="b.md", kept=".history/b.md/x.md"))
+    journal.record(state, Change("-p", "b.md", "unlink", pid=os.getpid(), before=2))
     found = journal.read(state)
     assert [c.what for c in found] == ["unlink", "rename", "write"]
     assert found[0].comm != ""  # this process's command name, read when recorded
@@ -38,20 +37,18 @@ def test_a_line_for_a_person(tmp_path: Path) -> None:
 
 def test_lines_that_do_not_parse_are_skipped(tmp_path: Path) -> None:
     state = tmp_path / "state"
-    log = journal.Journal(state)
-    log.record(Change("-p", "a.md", "write"))
+    journal.record(state, Change("-p", "a.md", "write"))
     with open(state / journal.NAME, "a") as f:
         f.write('not json\n[1, 2]\n{"path": 1}\n')
-    log.record(Change("-p", "b.md", "write"))
+    journal.record(state, Change("-p", "b.md", "write"))
     assert [c.path for c in journal.read(state)] == ["b.md", "a.md"]
 
 
 def test_the_journal_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(journal, "MAX_BYTES", 4096)
     state = tmp_path / "state"
-    log = journal.Journal(state)
     for n in range(200):
-        log.record(Change("-p", f"f{n}.md", "write"))
+        journal.record(state, Change("-p", f"f{n}.md", "write"))
     assert (state / journal.NAME).stat().st_size <= 4096 + 200
     found = journal.read(state)
     assert found[0].path == "f199.md"  # the newest stay, whole
@@ -62,30 +59,5 @@ def test_the_journal_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
 def test_an_unwritable_state_folder_never_fails_the_change(tmp_path: Path) -> None:
     blocked = tmp_path / "file"
     blocked.write_text("a file where the state folder would be")
-    journal.Journal(blocked).record(Change("-p", "a.md", "write"))  # logged, not raised
+    journal.record(blocked, Change("-p", "a.md", "write"))  # logged, not raised
     assert journal.read(tmp_path / "missing") == []
-
-
-def test_a_journal_removed_or_trimmed_under_it_is_written_anew(tmp_path: Path) -> None:
-    """The journal keeps its file open between changes: one the user removed, or one the
-    trim replaced, is opened again, never written unseen into the old file."""
-    state = tmp_path / "state"
-    log = journal.Journal(state)
-    log.record(Change("-p", "a.md", "write"))
-    (state / journal.NAME).unlink()
-    log.record(Change("-p", "b.md", "write"))
-    assert [c.path for c in journal.read(state)] == ["b.md"]
-    (state / journal.NAME).rename(state / "old.jsonl")
-    log.record(Change("-p", "c.md", "write"))
-    assert [c.path for c in journal.read(state)] == ["c.md"]
-    log.close()
-    log.record(Change("-p", "d.md", "write"))  # a closed journal opens again
-    assert [c.path for c in journal.read(state)] == ["d.md", "c.md"]
-
-
-def test_a_dropped_journal_closes_its_file(tmp_path: Path) -> None:
-    log = journal.Journal(tmp_path / "state")
-    log.record(Change("-p", "a.md", "write"))
-    held = set(os.listdir("/proc/self/fd"))
-    del log
-    assert len(set(os.listdir("/proc/self/fd"))) == len(held) - 1

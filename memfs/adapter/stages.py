@@ -35,7 +35,7 @@ from memfs.adapter import workers
 from memfs.adapter.indexes import IndexReads
 from memfs.adapter.inodes import Key
 from memfs.adapter.writing import OpenFile, OpenFiles
-from memfs.disk import journal, procs, staging, state, steps
+from memfs.disk import procs, staging, state, steps
 from memfs.disk.config import Config
 from memfs.rules.tree import parent_of
 from memfs.view import indexes, writes
@@ -78,13 +78,12 @@ class Stages:
         # Stages a worker is committing or moving, with what is set when it is done.
         self._busy: dict[OpenFile, trio.Event] = {}
         self.index_reads = IndexReads()  # what writers read of MEMORY.md (§5.3)
-        self.journal = journal.Journal(config.state_dir)  # every change's line (§7.2)
 
     # --- the one way down -----------------------------------------------------------
 
     def planner(self, project: Project, who: int = 0) -> writes.Planner:
         """The planner of a change to ``project`` that process ``who`` asked for."""
-        return writes.Planner.of(self.config, self.catalog, project, who, self.journal)
+        return writes.Planner.of(self.config, self.catalog, project, who)
 
     async def run(
         self, project: Project, plan: writes.Plan, *, void: Callable[[], bool] | None = None

@@ -15,9 +15,7 @@ import contextlib
 import json
 import logging
 import os
-import threading
 import time
-import weakref
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -51,71 +49,26 @@ class Change:
         return self.to or self.path
 
 
-class Journal:
-    """The journal of one mount's state folder, kept open for appending.
-
-    A change is journaled by the worker call that applied it, before its request is
-    answered: opening the file, making sure of its folder and closing it again at each
-    change cost a write about a tenth of a millisecond, so the descriptor stays open. It is
-    opened again when its name no longer names that file (trimmed here; removed or moved
-    by the user).
-    Thread-safe; closed when the journal is dropped.
-    """
-
-    def __init__(self, state_dir: Path) -> None:
-        self.state_dir = state_dir
-        self._lock = threading.Lock()
-        self._fd = -1
-        self._closing: weakref.finalize[[int], Journal] | None = None
-
-    def record(self, change: Change) -> None:
-        """Append ``change``, naming its process; never raises (a journal that cannot be
-        written is logged, and the change itself stands)."""
-        change.at_ns = change.at_ns or time.time_ns()
-        if change.pid and not change.comm:
-            change.comm = procs.command_name(procs.tgid(change.pid))
-        line = (json.dumps(asdict(change), separators=(",", ":")) + "\n").encode()
-        with self._lock:
-            try:
-                fd = self._open()
-                os.write(fd, line)
-                if os.fstat(fd).st_size > MAX_BYTES:
-                    _trim(self.state_dir)
-                    self._close()  # the trim replaced the file: the next change opens it
-            except OSError as exc:
-                self._close()
-                log.warning("cannot write the change journal: %s", exc)
-
-    def _open(self) -> int:
-        """The descriptor of the journal file as it is named now."""
-        if self._fd >= 0 and _same_file(self._fd, self.state_dir / NAME):
-            return self._fd
-        self._close()
-        folder = state.private_folder(self.state_dir)
-        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-        self._fd = os.open(folder / NAME, flags, state.FILE_MODE)
-        self._closing = weakref.finalize(self, os.close, self._fd)
-        return self._fd
-
-    def _close(self) -> None:
-        if self._closing is not None:
-            self._closing()  # closes the descriptor once
-        self._fd, self._closing = -1, None
-
-    def close(self) -> None:
-        with self._lock:
-            self._close()
-
-
-def _same_file(fd: int, path: Path) -> bool:
-    """Whether ``path`` still names the file open at ``fd`` (not removed, renamed or
-    replaced since)."""
+def record(state_dir: Path, change: Change) -> None:
+    """Append ``change``, naming its process; never raises (a journal that cannot be
+    written is logged, and the change itself stands)."""
+    change.at_ns = change.at_ns or time.time_ns()
+    if change.pid and not change.comm:
+        change.comm = procs.command_name(procs.tgid(change.pid))
+    line = (json.dumps(asdict(change), separators=(",", ":")) + "\n").encode()
     try:
-        st = os.stat(path, follow_symlinks=False)
-    except FileNotFoundError:
-        return False
-    held = os.fstat(fd)
-    return (st.st_dev, st.st_ino) == (held.st_dev, held.st_ino)
+        folder = state.private_folder(state_dir)
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(folder / NAME, flags, state.FILE_MODE)
+        try:
+            os.write(fd, line)
+            size = os.fstat(fd).st_size
+        finally:
+            os.close(fd)
+        if size > MAX_BYTES:
+            _trim(folder)
+    except OSError as exc:
+        log.warning("cannot write the change journal: %s", exc)
 
 
 def _trim(folder: Path) -> None:

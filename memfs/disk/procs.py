@@ -19,32 +19,28 @@ PF_SIGNALED = 0x00000400
 
 def tgid(pid: int) -> int:
     """The process (thread group) of a task id: FUSE names the calling thread."""
-    text = _read(f"/proc/{pid}/status")
-    at = text.find(b"\nTgid:")
-    if at >= 0:
-        with contextlib.suppress(ValueError, IndexError):
-            return int(text[at + 6 :].split(None, 1)[0])
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("Tgid:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
     return pid
-
-
-def _read(path: str) -> bytes:
-    """A small /proc file's bytes, b"" if it cannot be read. Raw reads: asked while a
-    change is answered, where a text file object costs more than the read itself."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return b""
-    try:
-        return os.read(fd, 4096)
-    except OSError:
-        return b""
-    finally:
-        os.close(fd)
 
 
 def killed_by_signal(pid: int) -> bool:
     """True while ``pid`` is dying from a signal (its files are being closed for it)."""
-    text = _read(f"/proc/{pid}/stat").decode("ascii", "replace")
+    try:
+        # Raw reads: asked at every flush of a writer, where a text file object costs more
+        # than the read.
+        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            text = os.read(fd, 4096).decode("ascii", "replace")
+        finally:
+            os.close(fd)
+    except OSError:
+        return False
     # The command name may hold spaces and parentheses: fields start after the last ')'.
     fields = text.rpartition(")")[2].split()
     try:
@@ -147,4 +143,8 @@ def _places(pid: int) -> Iterator[str]:
 
 def command_name(pid: int) -> str:
     """The command name the kernel keeps for ``pid`` (``comm``); '?' once it is gone."""
-    return _read(f"/proc/{pid}/comm").decode("utf-8", "replace").strip() or "?"
+    try:
+        with open(f"/proc/{pid}/comm", encoding="utf-8", errors="replace") as f:
+            return f.read().strip() or "?"
+    except OSError:
+        return "?"

@@ -201,13 +201,13 @@ def apply(
     rescan: Where | None,
     max_bytes: int,
     change: journal.Change | None = None,
-    log: journal.Journal | None = None,
+    state_dir: Path | None = None,
 ) -> Applied:
     """Run ``steps`` in order, then stat every path they touched; never raises OSError.
 
     A failing step stops the plan, and what ran before it is still read back, so the view
     shows the disk as it is (`Applied.error` carries the failure for the caller). A plan
-    that ran whole journals ``change`` in ``log``, with the size it left and the
+    that ran whole journals ``change`` in ``state_dir``, with the size it left and the
     version it kept, as found here (§7.2).
     """
     out = Applied()
@@ -226,14 +226,14 @@ def apply(
     out.found = [(origin, path, st) for (origin, _, path), st in zip(todo, looks, strict=True)]
     if rescan is not None:
         out.scan = sources.scan(rescan.root, rescan.parts, max_bytes, rescan.only)
-    if change is not None and log is not None and out.error is None:
-        _journal(change, log, out.found, own[0] if own is not None else None)
+    if change is not None and state_dir is not None and out.error is None:
+        _journal(change, state_dir, out.found, own[0] if own is not None else None)
     return out
 
 
 def _journal(
     change: journal.Change,
-    log: journal.Journal,
+    state_dir: Path,
     found: list[tuple[int, str, sources.FileStat | str | None]],
     own: int | None,
 ) -> None:
@@ -246,4 +246,4 @@ def _journal(
             change.after = st.size
         elif path.startswith(history) and path.count("/") == history.count("/"):
             change.kept = path  # the version kept; those pruned are gone
-    log.record(change)
+    journal.record(state_dir, change)

@@ -27,6 +27,7 @@ import stat
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from memfs.disk import journal, sources, staging, state, steps
 from memfs.disk.config import Config
@@ -74,7 +75,7 @@ class Plan:
     dirs: list[tuple[int, str, bool]] = field(default_factory=list)
     own: int | None = None  # the own origin, where kept versions land
     change: journal.Change | None = None  # what the journal records once it ran (§7.2)
-    log: journal.Journal | None = None  # where it is journaled
+    state_dir: Path | None = None
     index: SaveIndex | None = None
 
     def read_again(self, origin: int, place: Origin, path: str) -> None:
@@ -97,7 +98,7 @@ class Plan:
             rescan=rescan,
             max_bytes=max_bytes,
             change=self.change,
-            log=self.log,
+            state_dir=self.state_dir,
         )
 
 
@@ -259,30 +260,16 @@ class Planner:
     """Plans for one project's changes; ``own`` is the own source's origin in it."""
 
     def __init__(
-        self,
-        config: Config,
-        catalog: Catalog,
-        project: Project,
-        own: int,
-        who: int = 0,
-        log: journal.Journal | None = None,
+        self, config: Config, catalog: Catalog, project: Project, own: int, who: int = 0
     ) -> None:
         self.config = config
         self.catalog = catalog
         self.project = project
         self.own = own
         self.who = who  # the process asking (FUSE names its thread): the journal says so
-        self.log = log  # where its plans are journaled (None: nowhere)
 
     @classmethod
-    def of(
-        cls,
-        config: Config,
-        catalog: Catalog,
-        project: Project,
-        who: int = 0,
-        log: journal.Journal | None = None,
-    ) -> Planner:
+    def of(cls, config: Config, catalog: Catalog, project: Project, who: int = 0) -> Planner:
         """The planner of ``project``'s changes asked for by process ``who``, its own
         source's canonical folder registered in it (empty) if new. Raises Refused (EROFS)
         with no own source."""
@@ -293,7 +280,7 @@ class Planner:
         found = project.origin_index(origin)
         if found is None:
             found = project.add_origin(origin, sources.Scan(exists=False))
-        return cls(config, catalog, project, found, who, log)
+        return cls(config, catalog, project, found, who)
 
     def _plan(self, what: str | None = None, path: str = "", to: str = "") -> Plan:
         """An empty plan; with ``what``, one the journal records as that change of
@@ -309,7 +296,7 @@ class Planner:
         head = self.project.head(path)
         before = head.size if head is not None else None
         plan.change = journal.Change(self.project.slug, path, what, self.who, to=to, before=before)
-        plan.log = self.log
+        plan.state_dir = self.config.state_dir
         return plan
 
     def _own_origin(self) -> Origin:
