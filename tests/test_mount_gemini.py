@@ -43,6 +43,16 @@ def put(folder: Path, name: str, body: str, age_days: float) -> Path:
     return path
 
 
+def shop_with_claude_notes(sandbox: Sandbox) -> tuple[Path, str]:
+    """A checkout at ~/u/src/shop whose Claude Code project holds notes.md: its root, slug."""
+    root = checkout(sandbox, "u", "src", "shop")
+    slug = slug_of(root)
+    claude = sandbox.home / ".claude" / "projects" / slug / "memory"
+    claude.mkdir(parents=True)
+    put(claude, "notes.md", "CLAUDE NOTES\n", 1)
+    return root, slug
+
+
 def test_both_tools_memory_is_one_project(sandbox: Sandbox, mounts: Mounts) -> None:
     discovering(sandbox)
     root = checkout(sandbox, "u", "src", "shop")
@@ -96,11 +106,7 @@ def test_both_tools_memory_is_one_project(sandbox: Sandbox, mounts: Mounts) -> N
 def test_gemini_projects_show_without_a_remount(sandbox: Sandbox, mounts: Mounts) -> None:
     discovering(sandbox)
     (sandbox.home / ".gemini").mkdir()  # Gemini CLI installed, never run in a project
-    root = checkout(sandbox, "u", "src", "shop")
-    slug = slug_of(root)
-    claude = sandbox.home / ".claude" / "projects" / slug / "memory"
-    claude.mkdir(parents=True)
-    put(claude, "notes.md", "CLAUDE NOTES\n", 1)
+    root, slug = shop_with_claude_notes(sandbox)
     mounts()
     mnt = sandbox.mnt(slug)
     assert sandbox.out("ls", mnt).split() == [b"PREAMBLE.md", b"notes.md"]  # loaded, watched
@@ -141,11 +147,7 @@ def test_gemini_installed_after_the_mount(sandbox: Sandbox, mounts: Mounts) -> N
     """Discovery with no ~/.gemini at the mount: Gemini CLI's first session in a project
     after it (the folder, tmp/<id>/ and its marker, then memory/) joins that project."""
     discovering(sandbox)
-    root = checkout(sandbox, "u", "src", "shop")
-    slug = slug_of(root)
-    claude = sandbox.home / ".claude" / "projects" / slug / "memory"
-    claude.mkdir(parents=True)
-    put(claude, "notes.md", "CLAUDE NOTES\n", 1)
+    root, slug = shop_with_claude_notes(sandbox)
     mounts()
     mnt = sandbox.mnt(slug)
     assert sandbox.out("ls", mnt).split() == [b"PREAMBLE.md", b"notes.md"]

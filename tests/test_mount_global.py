@@ -45,6 +45,17 @@ def with_tools(box: Sandbox) -> None:
         )
 
 
+def config_with_codex_and_gemini(sandbox: Sandbox) -> None:
+    """The sandbox's config, and Codex's and Gemini CLI's folders as sources of their own."""
+    home = sandbox.home
+    sandbox.write_config()
+    with sandbox.config_path.open("a", encoding="utf-8") as out:
+        out.write(
+            f'[[source]]\nname = "codex"\nkind = "codex"\npath = "{home}/.codex"\n\n'
+            f'[[source]]\nname = "gemini"\nkind = "gemini"\npath = "{home}/.gemini"\n'
+        )
+
+
 def test_global_merges_user_memory(sandbox: Sandbox, mounts: Mounts) -> None:
     with_tools(sandbox)
     listed = sandbox.memfs("sources", "--config", sandbox.config_path)
@@ -173,12 +184,7 @@ def test_user_memory_made_after_the_mount_shows_without_a_remount(
     home = sandbox.home
     (home / ".codex").mkdir()
     (home / ".gemini").mkdir()
-    sandbox.write_config()
-    with sandbox.config_path.open("a", encoding="utf-8") as out:
-        out.write(
-            f'[[source]]\nname = "codex"\nkind = "codex"\npath = "{home}/.codex"\n\n'
-            f'[[source]]\nname = "gemini"\nkind = "gemini"\npath = "{home}/.gemini"\n'
-        )
+    config_with_codex_and_gemini(sandbox)
     mounts()
     mnt = sandbox.mnt("global")
     assert b"OWN LATE" not in (mnt / "PREAMBLE.md").read_bytes()
@@ -256,12 +262,7 @@ def test_configured_tool_folders_made_after_the_mount_show(
     """Listed in the config before Codex and Gemini CLI ever ran: their folders made while
     mounted show in global/codex, global/gemini and Gemini's project (§3, §4.1, §5.4)."""
     home = sandbox.home
-    sandbox.write_config()
-    with sandbox.config_path.open("a", encoding="utf-8") as out:
-        out.write(
-            f'[[source]]\nname = "codex"\nkind = "codex"\npath = "{home}/.codex"\n\n'
-            f'[[source]]\nname = "gemini"\nkind = "gemini"\npath = "{home}/.gemini"\n'
-        )
+    config_with_codex_and_gemini(sandbox)
     mounts()
     mnt = sandbox.mnt("global")
     assert b"User-level memory" in (mnt / "PREAMBLE.md").read_bytes()  # every kind loaded
