@@ -345,9 +345,9 @@ class Listing:
 
 
 class Listings:
-    """Project folders' listings with what their entries showed, kept per folder until the
-    project or the inode numbers change: a warm `ls` looks nothing up (`Listing.keep`).
-    Called on the trio thread only."""
+    """Project folders' listings with their entries' attributes, kept per folder until the
+    project or the inode numbers change: a warm `ls` costs no attribute building. Called on
+    the trio thread only."""
 
     def __init__(self, shown: Shown) -> None:
         self.shown = shown

@@ -2,9 +2,8 @@
 
 Layer adapter (pyfuse3), trio thread only. A listing is a snapshot per handle: cookies are
 positions in it, so a folder changing mid-listing neither skips nor repeats an entry. A
-project folder's listing keeps what its entries showed while its stamp holds (attrs.py,
-`Listings`): a folder's attributes, a file's leaf and number, from which a warm `ls` or
-walk makes its attributes with no lookup (`Shown.leaf_entry`), as the floor does.
+project folder's listing keeps its entries' attributes while its stamp holds (attrs.py,
+`Listings`), so a warm `ls` or walk costs memfs no work per entry.
 """
 
 from __future__ import annotations
