@@ -29,8 +29,6 @@ from memfs.view.project import PREAMBLE, Kind, Leaf, Project
 
 CACHE_TIMEOUT = 3600.0  # long kernel caching, kept true by invalidation (FUSE-NOTES)
 _NONE_VOLATILE: frozenset[str] = frozenset()
-# Leaves whose attributes a kept listing makes again from the leaf (`Shown.leaf_entry`)
-KEPT_AS_LEAF = frozenset({Kind.FILE, Kind.HISTORY})
 SIZED_LEAF = Leaf(Kind.PREAMBLE)  # what a PREAMBLE-<N>.md shows: no tree holds it (§6)
 
 
@@ -139,20 +137,9 @@ class Shown:
             timeout = max(0.0, min(CACHE_TIMEOUT, due))
             return self.entry(ino, stat.S_IFREG | 0o444, size, mtime, timeout)
         assert leaf.version is not None
-        if leaf.kind is not Kind.MEMORY:
-            return self.leaf_entry(ino, leaf)
-        size = len(project.memory_index())
-        return self.entry(ino, stat.S_IFREG | self.file_mode(leaf), size, mtime)
-
-    def leaf_entry(self, ino: int, leaf: Leaf) -> pyfuse3.EntryAttributes:
-        """A file's or a history version's attributes (`of`), from its leaf alone: what a
-        kept listing keeps of such an entry (`Listing.keep`)."""
-        v = leaf.version
-        assert v is not None
-        atime = v.atime_ns if leaf.kind is Kind.FILE else 0
-        return self.entry(
-            ino, stat.S_IFREG | self.file_mode(leaf), v.size, v.mtime_ns, atime_ns=atime
-        )
+        size = leaf.version.size if leaf.kind is not Kind.MEMORY else len(project.memory_index())
+        atime = leaf.version.atime_ns if leaf.kind is Kind.FILE else 0
+        return self.entry(ino, stat.S_IFREG | self.file_mode(leaf), size, mtime, atime_ns=atime)
 
     def _not_a_file(self, ino: int, key: Key, project: Project) -> pyfuse3.EntryAttributes:
         """A name that holds no head: a file being created, a folder, or a left-out file."""
@@ -264,17 +251,7 @@ class Listing:
     prefix its keys are made of, not a key, an encoded name and a tuple per entry: kept
     listings of every folder a walk visited were 8 MiB of the benchmark's fixture so."""
 
-    __slots__ = (
-        "_keys",
-        "_names",
-        "_prefix",
-        "_slug",
-        "attrs",
-        "inos",
-        "preamble",
-        "stamp",
-        "volatile",
-    )
+    __slots__ = ("_keys", "_names", "_prefix", "_slug", "attrs", "preamble", "stamp", "volatile")
 
     def __init__(
         self,
@@ -292,12 +269,9 @@ class Listing:
         # Given keys (the root's, global/'s); None: (slug, prefix + name), a project's.
         self._keys = keys
         self._slug, self._prefix = slug, prefix
-        # What is kept of each entry: its attributes, or for a file or history version its
-        # leaf, with its number in `inos` (`keep`); None: nothing yet.
-        self.attrs: list[pyfuse3.EntryAttributes | Leaf | None] = (
-            [*attrs] if attrs is not None else [None] * len(names)
+        self.attrs: list[pyfuse3.EntryAttributes | None] = (
+            attrs if attrs is not None else [None] * len(names)
         )
-        self.inos: list[int] = [0] * len(names)
         self.volatile = volatile  # names whose attributes are never kept
         # PREAMBLE.md's entry as readdir last made it, with the rendering it showed (at
         # most one): while the stamp holds and the project renders that very bytes object,
@@ -329,18 +303,10 @@ class Listing:
         """Whether its kept attributes still hold for ``project`` and the inode epoch."""
         return self.stamp == (project.generation, epoch)
 
-    def keep(self, pos: int, attrs: pyfuse3.EntryAttributes, leaf: Leaf | None) -> None:
+    def keep(self, pos: int, attrs: pyfuse3.EntryAttributes) -> None:
         """readdir computed entry ``pos``'s attributes while the stamp holds: the next
-        listing reuses them (PREAMBLE.md's and a file being created's are not kept). A
-        file's or history version's are kept as its ``leaf`` and number, and made again
-        from them (`Shown.leaf_entry`): a leaf is the tree's own, shared, where the
-        attributes of every entry a walk listed were 4 MiB of the benchmark's fixture."""
-        if self._names[pos] in self.volatile:
-            return
-        if leaf is not None and leaf.kind in KEPT_AS_LEAF:
-            self.attrs[pos] = leaf
-            self.inos[pos] = attrs.st_ino
-        else:
+        listing reuses them (PREAMBLE.md's and a file being created's are not kept)."""
+        if self._names[pos] not in self.volatile:
             self.attrs[pos] = attrs
 
 

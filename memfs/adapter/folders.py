@@ -18,7 +18,7 @@ from memfs.adapter.inodes import GLOBAL, GLOBAL_KEY, HERE, HERE_KEY, Inodes, Key
 from memfs.adapter.renderings import Renderings
 from memfs.adapter.writing import OpenFiles
 from memfs.view.catalog import Catalog
-from memfs.view.project import PREAMBLE, Leaf, Project
+from memfs.view.project import PREAMBLE, Project
 
 
 class OpenFolders:
@@ -94,25 +94,14 @@ class OpenFolders:
         # sent: a readdir that fails mid-way sends the kernel an error and none of them.
         taken: list[int] = []
         reply = pyfuse3.readdir_reply
-        kept_attrs, leaf_entry = listing.attrs, self.shown.leaf_entry
+        kept_attrs = listing.attrs
         for pos in range(start_id, len(listing)):
-            got = kept_attrs[pos]
-            # A warm listing's entry is kept (with its number): made again from its leaf, or
-            # kept whole.
-            if kept and isinstance(got, Leaf):
-                attrs = leaf_entry(listing.inos[pos], got)
-            elif (
-                kept
-                and isinstance(got, pyfuse3.EntryAttributes)
-                and got.st_ino
-                and not listing.is_preamble(pos)
-            ):
-                attrs = got
-            else:
-                made = self._entry_attrs(listing, pos, project, kept)
-                if made is None:
+            attrs = kept_attrs[pos]
+            # A warm listing's entry is kept whole (with its number): nothing to do.
+            if attrs is None or not kept or not attrs.st_ino or listing.is_preamble(pos):
+                attrs = self._entry_attrs(listing, pos, project, kept)
+                if attrs is None:
                     continue  # vanished since opendir
-                attrs = made
             if not reply(token, listing.name(pos), attrs, pos + 1):
                 break
             taken.append(attrs.st_ino)
@@ -123,22 +112,18 @@ class OpenFolders:
     ) -> pyfuse3.EntryAttributes | None:
         """Listing entry ``pos``'s attributes made (and kept when they may be), its inode
         number given; None if it is gone."""
-        key, got = listing.key(pos), listing.attrs[pos]
-        attrs = got if isinstance(got, pyfuse3.EntryAttributes) else None
-        made = False
+        key, attrs = listing.key(pos), listing.attrs[pos]
         try:
             if key[1] == PREAMBLE and project is not None:
                 return self._preamble_entry(listing, key, project, kept)
             if attrs is None or (not kept and key[0]):  # global/PREAMBLE.md's: given
                 attrs = self.shown.of(0, key, project)
-                made = True
+                if kept:
+                    listing.keep(pos, attrs)
         except pyfuse3.FUSEError:
             return None
         if not kept or not attrs.st_ino:  # a kept entry keeps its number with its stamp
             attrs.st_ino = self.renderings.inode_of(key)
-        if kept and made:
-            assert project is not None  # a kept listing is a project folder's
-            listing.keep(pos, attrs, project.tree.leaf(key[1]))
         return attrs
 
     def _preamble_entry(
