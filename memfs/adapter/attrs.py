@@ -13,7 +13,6 @@ import os
 import stat
 import time
 from collections.abc import Callable, Collection
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyfuse3
@@ -29,7 +28,7 @@ from memfs.view.catalog import Catalog, is_project_name
 from memfs.view.project import PREAMBLE, Kind, Leaf, Project
 
 CACHE_TIMEOUT = 3600.0  # long kernel caching, kept true by invalidation (FUSE-NOTES)
-_NONE_VOLATILE: frozenset[Key] = frozenset()
+_NONE_VOLATILE: frozenset[str] = frozenset()
 SIZED_LEAF = Leaf(Kind.PREAMBLE)  # what a PREAMBLE-<N>.md shows: no tree holds it (§6)
 
 
@@ -244,21 +243,64 @@ class Shown:
         return e
 
 
-@dataclass(frozen=True)
 class Listing:
-    """A folder's entries as one opendir saw them: (name, key, attributes). Attributes are
-    kept only while nothing they depend on changed (their ``st_ino`` is set by readdir: a
-    name takes a number only when it is listed): the project's generation and the
-    inode numbers' epoch are ``stamp``; None marks an entry computed at each readdir
-    (PREAMBLE.md, a file being created, every entry of the root)."""
+    """A folder's entries as one opendir saw them: names, keys and attributes by position.
+    Attributes are kept only while nothing they depend on changed (their ``st_ino`` is set
+    by readdir: a name takes a number only when it is listed): the project's generation
+    and the inode numbers' epoch are ``stamp``; None marks an entry computed at each
+    readdir (PREAMBLE.md, a file being created, every entry of the root).
 
-    stamp: tuple[int, int]
-    entries: list[tuple[bytes, Key, pyfuse3.EntryAttributes | None]]
-    volatile: frozenset[Key] = frozenset()  # entries whose attributes are never kept
-    # PREAMBLE.md's entry as readdir last made it, with the rendering it showed (at most
-    # one): while the stamp holds and the project renders that very bytes object, its
-    # inode number and size are the same (renderings.py), and readdir reuses it.
-    preamble: list[tuple[bytes, pyfuse3.EntryAttributes]] = field(default_factory=list)
+    A project folder's listing holds its names (the tree's own strings) and the slug and
+    prefix its keys are made of, not a key, an encoded name and a tuple per entry: kept
+    listings of every folder a walk visited were 8 MiB of the benchmark's fixture so."""
+
+    __slots__ = ("_keys", "_names", "_prefix", "_slug", "attrs", "preamble", "stamp", "volatile")
+
+    def __init__(
+        self,
+        stamp: tuple[int, int],
+        names: list[str],
+        keys: list[Key] | None = None,
+        attrs: list[pyfuse3.EntryAttributes | None] | None = None,
+        *,
+        slug: str = "",
+        prefix: str = "",
+        volatile: Collection[str] = (),
+    ) -> None:
+        self.stamp = stamp
+        self._names = names
+        # Given keys (the root's, global/'s); None: (slug, prefix + name), a project's.
+        self._keys = keys
+        self._slug, self._prefix = slug, prefix
+        self.attrs: list[pyfuse3.EntryAttributes | None] = (
+            attrs if attrs is not None else [None] * len(names)
+        )
+        self.volatile = volatile  # names whose attributes are never kept
+        # PREAMBLE.md's entry as readdir last made it, with the rendering it showed (at
+        # most one): while the stamp holds and the project renders that very bytes object,
+        # its inode number and size are the same (renderings.py), and readdir reuses it.
+        self.preamble: list[tuple[bytes, pyfuse3.EntryAttributes]] = []
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    @property
+    def slug(self) -> str:
+        """The project whose folder this lists; "" for the root and global/."""
+        return self._slug
+
+    def name(self, pos: int) -> bytes:
+        return self._names[pos].encode("utf-8", "surrogateescape")  # os.fsencode's
+
+    def key(self, pos: int) -> Key:
+        keys = self._keys
+        return keys[pos] if keys is not None else (self._slug, self._prefix + self._names[pos])
+
+    def is_preamble(self, pos: int) -> bool:
+        """Whether entry ``pos`` is a project's PREAMBLE.md (made again at each readdir)."""
+        if self._keys is not None:
+            return self._keys[pos][1] == PREAMBLE
+        return not self._prefix and self._names[pos] == PREAMBLE
 
     def holds(self, project: Project, epoch: int) -> bool:
         """Whether its kept attributes still hold for ``project`` and the inode epoch."""
@@ -267,9 +309,8 @@ class Listing:
     def keep(self, pos: int, attrs: pyfuse3.EntryAttributes) -> None:
         """readdir computed entry ``pos``'s attributes while the stamp holds: the next
         listing reuses them (PREAMBLE.md's and a file being created's are not kept)."""
-        name, key, _ = self.entries[pos]
-        if key not in self.volatile:
-            self.entries[pos] = (name, key, attrs)
+        if self._names[pos] not in self.volatile:
+            self.attrs[pos] = attrs
 
 
 class Listings:
@@ -297,20 +338,13 @@ class Listings:
         # Names only: the attributes are built by readdir, a reply's worth at a time, and
         # kept here for the next listing. Built all at once, a first `ls` of 10,000 files
         # held the request thread over 100 ms (§7a).
-        prefix = f"{path}/" if path else ""
-        slug = project.slug
         names = sorted({*children, *pending}) if pending else children  # sorted already
-        entries: list[tuple[bytes, Key, pyfuse3.EntryAttributes | None]] = [
-            (os.fsencode(name), (slug, prefix + name), None) for name in names
-        ]
         # PREAMBLE.md lies in the project's folder only: a subfolder with nothing being
-        # created shares one empty set (a set and a key a folder: 0.6 MB of 2,400).
-        volatile = (
-            frozenset({(slug, PREAMBLE), *((slug, prefix + n) for n in pending)})
-            if pending or not path
-            else _NONE_VOLATILE
+        # created shares one empty set.
+        volatile = frozenset({PREAMBLE, *pending}) if pending or not path else _NONE_VOLATILE
+        listing = Listing(
+            stamp, names, slug=project.slug, prefix=f"{path}/" if path else "", volatile=volatile
         )
-        listing = Listing(stamp, entries, volatile)
         if not pending:
             self._kept[folder] = listing
         return listing

@@ -9,7 +9,6 @@ project folder's listing keeps its entries' attributes while its stamp holds (at
 from __future__ import annotations
 
 import errno
-import os
 from collections.abc import Awaitable, Callable
 
 import pyfuse3
@@ -47,21 +46,19 @@ class OpenFolders:
     def open_root(self) -> int:
         """The root's listing: `here`, `global` and every project (the catalog listed
         already); slugs begin with '-', so they sort after both."""
-        names = [
-            (GLOBAL, GLOBAL_KEY),
-            (HERE, HERE_KEY),
-            *((s, (s, "")) for s in self.catalog.slugs()),
-        ]
-        return self._add(Listing((-1, -1), [(os.fsencode(n), k, None) for n, k in names]))
+        slugs = list(self.catalog.slugs())
+        keys = [GLOBAL_KEY, HERE_KEY, *((s, "") for s in slugs)]
+        return self._add(Listing((-1, -1), [GLOBAL, HERE, *slugs], keys))
 
     def open_global(self, preamble: pyfuse3.EntryAttributes) -> int:
         """global/'s listing (§4.1): a folder per kind with any source, and PREAMBLE.md
         with its attributes (``preamble``: rendered as the folder opened)."""
         kinds = self.catalog.global_kinds()
-        names = [(k, (f"{GLOBAL}/{k}", "")) for k in kinds]
-        entries = [(os.fsencode(n), k, None) for n, k in names]
-        key = ("", f"{GLOBAL}/{PREAMBLE}")
-        return self._add(Listing((-1, -1), [*entries, (os.fsencode(PREAMBLE), key, preamble)]))
+        keys = [(f"{GLOBAL}/{k}", "") for k in kinds]
+        keys.append(("", f"{GLOBAL}/{PREAMBLE}"))
+        attrs: list[pyfuse3.EntryAttributes | None] = [None] * len(kinds)
+        attrs.append(preamble)
+        return self._add(Listing((-1, -1), [*kinds, PREAMBLE], keys, attrs))
 
     def open(self, project: Project, path: str) -> int:
         """A listing of folder ``path`` of ``project``, files being created included."""
@@ -84,28 +81,28 @@ class OpenFolders:
     async def reply(self, fh: int, start_id: int, token: pyfuse3.ReaddirToken) -> None:
         """Send the entries from ``start_id`` on, as many as the reply takes."""
         listing = self._open.get(fh)
-        if listing is None or start_id >= len(listing.entries):
+        if listing is None or start_id >= len(listing):
             return  # the end (every `ls` asks once more until an empty reply)
-        entries = listing.entries
         # The entries of a project folder share its project; the root's (slugs) have none.
         project: Project | None = None
         kept = False  # whether the attributes kept in the listing still hold
-        slug, path = entries[start_id][1]
-        if slug and path:
+        slug = listing.slug
+        if slug:
             project = self.catalog.loaded().get(slug) or await self._project(slug)
             kept = listing.holds(project, self.inodes.epoch)
         # Every entry the reply takes counts as a kernel lookup, but only once the reply is
         # sent: a readdir that fails mid-way sends the kernel an error and none of them.
         taken: list[int] = []
         reply = pyfuse3.readdir_reply
-        for pos in range(start_id, len(entries)):
-            name, key, attrs = entries[pos]
+        kept_attrs = listing.attrs
+        for pos in range(start_id, len(listing)):
+            attrs = kept_attrs[pos]
             # A warm listing's entry is kept whole (with its number): nothing to do.
-            if attrs is None or not kept or key[1] == PREAMBLE or not attrs.st_ino:
+            if attrs is None or not kept or not attrs.st_ino or listing.is_preamble(pos):
                 attrs = self._entry_attrs(listing, pos, project, kept)
                 if attrs is None:
                     continue  # vanished since opendir
-            if not reply(token, name, attrs, pos + 1):
+            if not reply(token, listing.name(pos), attrs, pos + 1):
                 break
             taken.append(attrs.st_ino)
         self.inodes.looked_up_all(taken)
@@ -115,7 +112,7 @@ class OpenFolders:
     ) -> pyfuse3.EntryAttributes | None:
         """Listing entry ``pos``'s attributes made (and kept when they may be), its inode
         number given; None if it is gone."""
-        _, key, attrs = listing.entries[pos]
+        key, attrs = listing.key(pos), listing.attrs[pos]
         try:
             if key[1] == PREAMBLE and project is not None:
                 return self._preamble_entry(listing, key, project, kept)

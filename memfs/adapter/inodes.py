@@ -61,13 +61,23 @@ class Inodes:
         return key is not None and self._by_key.get(key) != ino
 
     def looked_up(self, ino: int) -> None:
-        self._lookups[ino] += 1
+        self.looked_up_all([ino])
 
     def looked_up_all(self, inos: list[int]) -> None:
         """Each of ``inos`` once (a readdir reply's entries): one call a reply."""
         lookups = self._lookups
         for ino in inos:
-            lookups[ino] += 1
+            n = lookups.get(ino, 0)
+            if not n:
+                ino = self._same(ino)
+            lookups[ino] = n + 1
+
+    def _same(self, ino: int) -> int:
+        """The int object the tables hold for number ``ino`` (``ino`` if none): a count
+        keyed by it takes no int of its own (the numbers of a walk's every entry)."""
+        key = self._by_ino.get(ino)
+        same = self._by_key.get(key) if key is not None else None
+        return same if same == ino and same is not None else ino
 
     def lookups(self, ino: int) -> int:
         return self._lookups.get(ino, 0)

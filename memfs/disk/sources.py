@@ -210,7 +210,10 @@ _MODES: dict[int, int] = {}
 def _file_stat(path: str, st: os.stat_result, readable: bool = True) -> FileStat:
     mode = stat.S_IMODE(st.st_mode)
     mode = _MODES.setdefault(mode, mode)  # atomic under the GIL: workers call this too
-    return FileStat(path, st.st_size, st.st_mtime_ns, mode, readable, st.st_atime_ns, st.st_ino)
+    mtime, atime = st.st_mtime_ns, st.st_atime_ns
+    if atime == mtime:
+        atime = mtime  # one int object for both (every file kept holds these for its life)
+    return FileStat(path, st.st_size, mtime, mode, readable, atime, st.st_ino)
 
 
 def _scan_subdir(fd: int, name: str, path: str, max_bytes: int, out: Scan, depth: int) -> None:

@@ -59,7 +59,9 @@ class Project(Holdings):
         super().__init__(slug, config, whiteouts, hidden_lines)
         self.tree: Tree[Leaf] = Tree()
         self.generation = 0
-        self._shown: dict[str, list[str]] = {}  # path -> view paths it occupies now
+        # path -> view paths it occupies now: one path shows one view as a plain string
+        # (no list per file: 2 MiB of the benchmark's 20,000), more as a list (`_views`)
+        self._shown: dict[str, str | list[str]] = {}
         self._owner: dict[str, str] = {}  # view path -> the path whose version it shows
         self._waiting: dict[str, set[str]] = {}  # view path -> paths that want it too
         self._heads: dict[str, Version] = {}  # path -> head, for the indices below
@@ -108,7 +110,7 @@ class Project(Holdings):
                     del self._conflicts[original]
             path = original
         freed: set[str] = set()
-        for shown in self._shown.pop(path, []):
+        for shown in _views(self._shown.pop(path, None)):
             self.tree.remove(shown)
             del self._owner[shown]
             freed |= self._waiting.pop(shown, set())
@@ -124,7 +126,7 @@ class Project(Holdings):
             self._by_mtime.discard(head)
             self._handoffs.discard(head)
         self._changed()
-        versions = list(self._versions.get(path, {}).values())
+        versions = list(self._versions.get(path, ()))
         if path.startswith(HISTORY + "/"):
             if versions:
                 self._show(path, path, Leaf(Kind.HISTORY, self._pick(versions)))
@@ -144,7 +146,7 @@ class Project(Holdings):
 
     def _conflict_versions(self, path: str) -> list[Version]:
         copies = sorted(self._conflicts.get(path, ()))
-        return [v for copy in copies for v in self._versions[copy].values()]
+        return [v for copy in copies for v in self._versions[copy]]
 
     def conflicts(self, path: str) -> int:
         """How many conflict copies of ``path`` the sources hold (§5.1): O(copies).
@@ -226,7 +228,13 @@ class Project(Holdings):
             log.warning("%s: %s hidden: a file or folder is in the way", self.slug, view)
             return False
         self._owner[view] = path
-        self._shown.setdefault(path, []).append(view)
+        views = self._shown.get(path)
+        if views is None:
+            self._shown[path] = view
+        elif isinstance(views, str):
+            self._shown[path] = [views, view]
+        else:
+            views.append(view)
         return True
 
     # --- reading ---------------------------------------------------------------------
@@ -260,7 +268,7 @@ class Project(Holdings):
             return None, FOREVER_NS  # MEMORY.md shows the union, never the own head alone
         newer = [
             v
-            for v in self._versions.get(head.path, {}).values()
+            for v in self._versions.get(head.path, ())
             if self.origins[v.origin].source != own
             and v.mtime_ns > head.mtime_ns
             and self._eligible(v)
@@ -273,7 +281,7 @@ class Project(Holdings):
 
     def history_view(self, v: Version) -> str | None:
         """The ``.history/`` path the view shows version ``v`` at, if it shows it."""
-        for view in self._shown.get(v.path, ()):
+        for view in _views(self._shown.get(v.path)):
             leaf = self.tree.leaf(view)
             if leaf is not None and leaf.kind is Kind.HISTORY and leaf.version == v:
                 return view
@@ -338,7 +346,7 @@ class Project(Holdings):
             key=_handoff_key,
         )
         for path, versions in self._versions.items():
-            shown = self._shown.get(path, [])
+            shown = _views(self._shown.get(path))
             copies = self._conflict_versions(path)
             assert len(shown) <= len(versions) + len(copies), (path, shown)
             original = conflict_original(path)
@@ -378,6 +386,13 @@ def _path_reason(path: str) -> str:
 def _in_preamble(path: str) -> bool:
     """Heads the preamble may draw on: every one but a writer's file (names.RULES)."""
     return not _path_reason(path)
+
+
+def _views(shown: str | list[str] | None) -> Sequence[str]:
+    """A `Project._shown` value as the view paths it stands for."""
+    if shown is None:
+        return ()
+    return (shown,) if isinstance(shown, str) else shown
 
 
 def _hidden(path: str) -> bool:
