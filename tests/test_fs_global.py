@@ -255,3 +255,14 @@ async def test_only_a_subagents_top_index_is_a_union(sample: Sample) -> None:
     ops = build(sample.home, sample.mnt, sample.ops.config)
     deep = (await walk(ops, "global/claude/agent-memory/rev/sub/MEMORY.md")).st_ino
     assert await cat(ops, deep) == b"- [x](x.md)\n"
+
+
+async def test_a_subagents_index_in_the_preamble_is_its_union(sample: Sample) -> None:
+    """global/claude/PREAMBLE.md inlines a subagent's MEMORY.md among the newest files as
+    the view shows it, the union of every account's (§5.3, §6), not the own one alone."""
+    sample = _with_tools(sample)
+    ops = sample.ops
+    preamble = await cat(ops, (await walk(ops, "global/claude/PREAMBLE.md")).st_ino)
+    assert b"agent-memory/rev/MEMORY.md" in preamble
+    assert b"- [a](a.md)" in preamble  # the own account's line
+    assert b"- [b](b.md)" in preamble  # the other account's

@@ -365,7 +365,9 @@ class Documents:
         self, project: Project, v: Version, files_at: str | None, now: int, due: _Due
     ) -> Doc | None:
         try:
-            body = self.read(v)
+            # A subagent's index (global/claude) is inlined as the view shows it: the union
+            # of every account's (§5.3), whose versions bodies_wanted reads ahead.
+            body = self.memory_index(v.path) if project.is_index(v.path) else self.read(v)
         except OSError as exc:
             log.warning("%s: cannot read %s: %s", project.slug, project.real_path(v), exc)
             return None
