@@ -54,6 +54,7 @@ from memfs.app import notify
 from memfs.app.mountpoint import fuse_connection
 from memfs.disk import procs, sources, staging, state
 from memfs.disk.config import Config, ConfigError, check_mount
+from memfs.rules.index import AGENT_MEMORY
 
 log = logging.getLogger(__name__)
 
@@ -437,7 +438,7 @@ def _sweep_stale_stages(config: Config, started_ns: int) -> int:
     home = own.claude_config
     if home is not None:  # global/claude's stages (§4.1): beside CLAUDE.md, in agent-memory/
         removed += _sweep_project(staging.Place(home.parent, (home.name,)), started_ns, 0)
-        top = staging.Place(home.parent, (home.name, "agent-memory"))
+        top = staging.Place(home.parent, (home.name, AGENT_MEMORY))
         removed += _sweep_project(top, started_ns)
     if removed:
         log.warning("removed %d temp files left by an earlier crash", removed)

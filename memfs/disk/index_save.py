@@ -32,8 +32,8 @@ from typing import Protocol
 
 from memfs.disk import sources, staging, state
 from memfs.rules import index
+from memfs.rules.index import MEMORY
 
-MEMORY = "MEMORY.md"
 BodyRead = tuple[Path, tuple[str, ...], str]  # (root, parts, path) of a source file
 
 

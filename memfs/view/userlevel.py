@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from memfs.disk.config import CODEX, GEMINI, Config
 from memfs.rules.history import HISTORY
+from memfs.rules.index import AGENT_MEMORY
 from memfs.view.versions import Origin
 
 GLOBAL = "global"
@@ -25,7 +26,7 @@ CLAUDE, CODEX_KIND, GEMINI_KIND = "claude", "codex", "gemini"
 KINDS = (CLAUDE, CODEX_KIND, GEMINI_KIND)
 PREFIX = GLOBAL + "/"
 # What each tool keeps as user memory in its folder (README: which tool reads what where).
-CLAUDE_NAMES = frozenset({"CLAUDE.md", "agent-memory", HISTORY})
+CLAUDE_NAMES = frozenset({"CLAUDE.md", AGENT_MEMORY, HISTORY})
 GEMINI_NAMES = frozenset({"GEMINI.md", "MEMORY.md"})
 
 

@@ -12,11 +12,11 @@ import enum
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from memfs.rules import history, preamble
+from memfs.rules import history, index, preamble
 
 HISTORY = history.HISTORY
 PREAMBLE = "PREAMBLE.md"
-MEMORY = "MEMORY.md"
+MEMORY = index.MEMORY
 # Names at a project's root that memfs itself serves; a source file there is history only.
 # `reserved` adds PREAMBLE-<N>.md: a name for every N memfs serves (§6).
 RESERVED = frozenset({HISTORY, PREAMBLE})

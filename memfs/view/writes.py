@@ -112,9 +112,8 @@ def absorb(catalog: Catalog, project: Project, plan: Plan, applied: Applied) -> 
                 project.observe_dir(i, folder, True, at)
         project.observe(i, path, found, at)
     if plan.index is not None and plan.index.hidden is not None:
-        project.set_hidden_lines(
-            plan.index.hidden, plan.index.index
-        )  # saved, whatever failed after
+        # Saved, whatever failed after it.
+        project.set_hidden_lines(plan.index.hidden, plan.index.index)
     if applied.error is None:
         if plan.whiteouts is not None:
             project.set_whiteouts(plan.whiteouts)
