@@ -25,9 +25,9 @@ loaded project, and for a project folder whose memory folder does not exist yet,
 nearest existing folder on the way to it (for global/'s origins, up to and past the
 origin's root, which no Root watch covers: `Watches.pending`, `_waiting`). A Gemini CLI
 source's folders are named by ids that markers map to projects (disk/gemini.py): its root,
-each ``tmp/<id>`` folder (for its
-``.project_root``) and the Gemini folder (for ``projects.json``) are watched too, and a
-change of any re-reads the whole map in a worker (`_remap`; a few small reads a folder).
+each ``tmp/<id>`` folder (for its ``.project_root``) and the Gemini folder (for
+``projects.json``) are watched too, and a change of any re-reads the whole map in a worker
+(`_remap`; a few small reads a folder).
 """
 
 from __future__ import annotations
