@@ -14,6 +14,7 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -494,4 +495,46 @@ async def test_gemini_folders_and_markers_show_without_a_remount(tmp_path: Path)
             catalog._check()
             nursery.cancel_scope.cancel()
     finally:
+        watcher.close()
+
+
+async def test_events_that_come_during_a_pass_are_taken_in_by_one_pass(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file appended to all the time on disk (a log, a sync tool) while a pass waits for
+    its worker: what came meanwhile is one pass, one look per path, not one pass per
+    batch read. One pass per batch fell further behind the disk with every write and held
+    every batch in memory (the soak's RSS grew without end)."""
+    watcher, project = await loaded_own(tmp_path, {"a.md": "0\n", "b.md": "0\n"})
+    folder, _ = own_place(tmp_path)
+    gate = threading.Event()
+    passes: list[int] = []
+    read_jobs = watcher._read_jobs
+
+    def slow_read_jobs(jobs: list[Any]) -> list[Any]:
+        passes.append(len(jobs))
+        gate.wait(10)  # the first pass waits here while the appends come
+        return read_jobs(jobs)
+
+    monkeypatch.setattr(watcher, "_read_jobs", slow_read_jobs)
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(watcher.run)
+            (folder / "a.md").write_text("1\n")
+            await eventually(lambda: passes == [1], "the first pass waits in its worker")
+            for i in range(60):  # each append read as a batch of its own
+                with (folder / ("a.md" if i % 2 else "b.md")).open("a") as f:
+                    f.write(f"{i}\n")
+                await trio.sleep(0.002)
+            assert watcher.events >= 60, "the reader went on reading during the pass"
+            gate.set()
+            size = (folder / "a.md").stat().st_size
+            await eventually(lambda: project.head("a.md").size == size, "the last append")
+            # One more pass looks at each of the two files once (a third when the reader
+            # had not read the last append yet as the second began), never one per batch.
+            assert passes[:2] == [1, 2], passes
+            assert len(passes) <= 3, passes
+            nursery.cancel_scope.cancel()
+    finally:
+        gate.set()
         watcher.close()

@@ -132,6 +132,11 @@ class _Work:
     def __bool__(self) -> bool:
         return bool(self.stats or self.rescans or self.remaps)
 
+    def take(self, other: _Work) -> None:
+        self.stats |= other.stats
+        self.rescans |= other.rescans
+        self.remaps |= other.remaps
+
 
 AHEAD_SETTLE_S = 0.01  # a project's bodies are read ahead once its changes pause this long
 
@@ -346,7 +351,22 @@ class Watcher:
             nursery.start_soon(self._read)
             nursery.start_soon(self._reading_ahead)
             async for item in self._receive:
-                await self._process(item)
+                await self._process([item, *self._queued()])
+
+    def _queued(self) -> list[list[Event] | _Work]:
+        """Everything sent since: one pass takes it all in, each path looked at once.
+
+        Events come faster than passes go when something on disk changes all the time
+        (a sync tool, an appending log): one pass per batch would leave batches piling up
+        in memory without end (the soak's RSS grew 0.45 MiB a second), and the view ever
+        further behind the disk. Merged, a pass costs one look per path changed, however
+        many events named it, and what waits is at most what came during one pass."""
+        items: list[list[Event] | _Work] = []
+        while True:
+            try:
+                items.append(self._receive.receive_nowait())
+            except trio.WouldBlock:
+                return items
 
     async def _read(self) -> None:
         while True:
@@ -355,10 +375,13 @@ class Watcher:
             self.events += len(batch)
             self._send.send_nowait(batch)
 
-    async def _process(self, item: list[Event] | _Work) -> None:
+    async def _process(self, items: list[list[Event] | _Work]) -> None:
         touched: dict[str, Project] = {}
-        work = item if isinstance(item, _Work) else _Work()
-        if not isinstance(item, _Work):
+        work = _Work()
+        for item in items:  # in the order they came: an event may change what the next means
+            if isinstance(item, _Work):
+                work.take(item)
+                continue
             for wd, mask, name in item:
                 try:
                     self._handle(wd, mask, name, work, touched)
