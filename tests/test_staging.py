@@ -8,6 +8,7 @@ import os
 import stat
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import CLAUDE_SLUG, at, errno_of, set_mtime, write
@@ -322,6 +323,47 @@ def test_keep_version_hard_links_the_replaced_version(place: Place, stages: list
     assert copy.stat().st_ino == old_ino  # the very bytes replaced, not a copy
     assert copy.stat().st_mtime_ns == at(1)
     assert target.read_bytes() == b"v2"
+
+
+def test_a_commit_makes_the_kept_version_durable_before_it_replaces(
+    place: Place, stages: list[Stage], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The order that keeps a version through a crash: the new bytes' fsync, the link,
+    the history folder's fsync, and only then the rename, then the folder's."""
+    folder = folder_of(place)
+    write(folder / "a.md", "v1", at(1))
+    stage = open_stage(stages, place, "a.md", copy=False)
+    stage.write(0, b"v2")
+    temp = stage.temp
+    calls: list[str] = []
+    real_fsync, real_link, real_rename = os.fsync, os.link, os.rename
+
+    def fsync(fd: int) -> None:
+        calls.append(f"fsync {os.path.relpath(os.readlink(f'/proc/self/fd/{fd}'), folder)}")
+        real_fsync(fd)
+
+    def link(src: str, dst: str, **kw: Any) -> None:
+        calls.append(f"link {src}")
+        real_link(src, dst, **kw)
+
+    def rename(src: str, dst: str, **kw: Any) -> None:
+        calls.append(f"rename {src} {dst}")
+        real_rename(src, dst, **kw)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "link", link)
+    monkeypatch.setattr(os, "rename", rename)
+    stage.commit(keep_of(place, "a.md", 20))
+    marks = [c for c in calls if c.startswith("link /proc/self/fd/")]  # `mark_commit`
+    assert [c for c in calls if c not in marks] == [
+        f"fsync {temp}",
+        "link a.md",
+        "fsync .history/a.md",
+        f"rename {temp} a.md",
+        "fsync .",
+    ]
+    assert (folder / "a.md").read_bytes() == b"v2"
+    assert kept(place, "a.md") == [f"claude@{history_stamp(at(1))}.md"]
 
 
 def test_keep_with_nothing_to_replace_keeps_nothing(place: Place, stages: list[Stage]) -> None:
