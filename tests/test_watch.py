@@ -175,6 +175,9 @@ async def test_one_load_per_project_however_many_wait(tmp_path: Path) -> None:
         assert all(p is found[0] for p in found)
         project = catalog.loaded()[SLUG]
         assert len([p for p, _ in project.tree.leaves() if p.startswith("d")]) == 200
+        # Nothing of a project just loaded is for the kernel to forget (it holds none of
+        # it): no set of its every path stays until its first change.
+        assert project.tree.changes == set()
         assert await watcher.load("-nobody-has-this") is None
     finally:
         watcher.close()
