@@ -382,7 +382,11 @@ class Watcher:
     async def _process(self, items: list[list[Event] | _Work]) -> None:
         touched: dict[str, Project] = {}
         work = _Work()
-        for item in items:  # in the order they came: an event may change what the next means
+        for n, item in enumerate(items):  # in order: an event may change what the next means
+            if n:
+                # Requests get their turn between two batches, as when each was a pass:
+                # a merged pass holds the trio thread no longer than one batch did.
+                await trio.lowlevel.checkpoint()
             if isinstance(item, _Work):
                 work.take(item)
                 continue
