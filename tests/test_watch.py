@@ -284,7 +284,7 @@ async def test_a_change_through_the_mount_is_read_ahead_when_the_adapter_asks(
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(watcher.run)
-            watcher.read_ahead_soon(project)
+            watcher.ahead.soon(project)
             await eventually(lambda: head in project.documents._bodies, "read ahead")
             monkeypatch.setattr(sources, "read_file", None)  # nothing is read any more
             assert project.memory_index() == b"- [own](own.md)\n- [work](work.md)\n"

@@ -146,7 +146,7 @@ class MemFS(pyfuse3.Operations):
         """mount.py's watcher (adapter tests may run without one): it loads projects off this
         thread, and renders their PREAMBLE.md and MEMORY.md there before publishing."""
         self.projects.watcher, watcher.warm = watcher, self.renderings.warm
-        self.publisher.read_ahead = watcher.read_ahead_soon
+        self.publisher.read_ahead = watcher.ahead.soon
 
     def _check(self) -> None:
         """Assert every invariant of the adapter and the core below it; tests call it after

@@ -43,6 +43,7 @@ from typing import Protocol
 import trio
 
 from memfs.adapter import mapping, workers
+from memfs.adapter.readahead import ReadAhead
 from memfs.adapter.turns import Turns
 from memfs.adapter.watches import (
     ENTRY_EVENTS,
@@ -73,7 +74,7 @@ from memfs.disk.inotify import (
     unheld,
 )
 from memfs.view.catalog import Catalog
-from memfs.view.project import Origin, Project, read_bodies
+from memfs.view.project import Origin, Project
 
 log = logging.getLogger(__name__)
 
@@ -138,9 +139,6 @@ class _Work:
         self.remaps |= other.remaps
 
 
-AHEAD_SETTLE_S = 0.01  # a project's bodies are read ahead once its changes pause this long
-
-
 class Watcher:
     def __init__(self, catalog: Catalog, listener: Listener, turns: Turns | None = None) -> None:
         self.catalog = catalog
@@ -164,9 +162,7 @@ class Watcher:
         self._busy = 0  # worker calls that may add watches, in flight
         self._loads: dict[str, trio.Event] = {}  # slug ('' for the listing) -> loaded
         self._send, self._receive = trio.open_memory_channel[list[Event] | _Work](math.inf)
-        self._ahead: set[str] = set()  # slugs to read ahead for (`read_ahead_soon`)
-        self._ahead_settling: trio.CancelScope | None = None  # while waiting for a pause
-        self._ahead_wake = trio.Event()
+        self.ahead = ReadAhead(catalog)  # the adapter asks it too, after a write
         self.events = 0
         self.own_renames = 0  # renames of this process's, skipped (`read_events`)
         self.overflows = 0
@@ -288,15 +284,6 @@ class Watcher:
         read it again (off the request thread) and tell the adapter."""
         self._send.send_nowait(_Work(stats={(project.slug, i, path)}))
 
-    def read_ahead_soon(self, project: Project) -> None:
-        """``project`` changed (a write through the mount, or a change the watcher took
-        in): read, off the request thread, the bodies its next PREAMBLE.md and MEMORY.md
-        will ask for, once its changes pause (`_reading_ahead`)."""
-        self._ahead.add(project.slug)
-        self._ahead_wake.set()
-        if self._ahead_settling is not None:
-            self._ahead_settling.deadline = trio.current_time() + AHEAD_SETTLE_S
-
     # --- roots --------------------------------------------------------------------
 
     def _watch_root(self, i: int) -> bool:
@@ -353,7 +340,7 @@ class Watcher:
     async def run(self) -> None:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._read)
-            nursery.start_soon(self._reading_ahead)
+            nursery.start_soon(self.ahead.run)
             async for item in self._receive:
                 await self._process([item, *self._queued()])
 
@@ -417,38 +404,7 @@ class Watcher:
         # own commits (most events, while agents write) find what the commit took in.
         for slug, project in touched.items():
             if slug in before and project.generation != before[slug]:
-                self.read_ahead_soon(project)
-
-    async def _reading_ahead(self) -> None:
-        """The projects asked for by `read_ahead_soon`, read ahead once no ask came for
-        `AHEAD_SETTLE_S`: in a burst of writes each read-ahead would be moot by the next
-        write, and would only take the interpreter from the requests. In its own task, so
-        the watcher's next events never wait for it."""
-        while True:
-            await self._ahead_wake.wait()
-            # Each ask moves this scope's deadline on (`read_ahead_soon`).
-            with trio.CancelScope(deadline=trio.current_time() + AHEAD_SETTLE_S) as settling:
-                self._ahead_settling = settling
-                await trio.sleep_forever()
-            self._ahead_settling = None
-            self._ahead_wake = trio.Event()
-            slugs, self._ahead = self._ahead, set()
-            loaded = self.catalog.loaded()
-            await self._read_ahead([loaded[s] for s in sorted(slugs) if s in loaded])
-
-    async def _read_ahead(self, projects: list[Project]) -> None:
-        """Read, in one worker call, the bodies the changed projects' next PREAMBLE.md and
-        MEMORY.md will ask for: the adapter renders them on the trio thread, which then
-        reads nothing (§7a). Asked after the adapter is told: its invalidations are
-        what makes a change show whole (§5.4) and must not wait for an optimisation;
-        a rendering asked for meanwhile reads what it needs itself."""
-        wanted = [(project, project.bodies_wanted()) for project in projects]
-        wanted = [(project, reads) for project, reads in wanted if reads]
-        if not wanted:
-            return
-        found = await workers.run(lambda: [read_bodies(reads) for _, reads in wanted])
-        for (project, _), bodies in zip(wanted, found, strict=True):
-            project.keep_bodies(bodies)
+                self.ahead.soon(project)
 
     def _jobs(self, work: _Work) -> list[tuple[Project, int, Origin, str | None, set[str]]]:
         """Trio thread: each piece of work with what the worker needs, copied."""
