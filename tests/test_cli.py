@@ -12,17 +12,19 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from gemini_layout import GeminiCli
+from mounting import release_mountpoint
 
 from memfs.app import cli, demo
 from memfs.rules.slug import claude_slug
 
 
 @pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     home = tmp_path / "home"
     home.mkdir()
     monkeypatch.setenv("HOME", str(home))
@@ -34,7 +36,13 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         )
     monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
     monkeypatch.delenv("NOTIFY_SOCKET", raising=False)
-    return home
+    yield home
+    # A refusal test that fails by mounting leaves no mount behind: a stray mount outlives
+    # the test and its folder, and hangs whatever touches it once its daemon is gone.
+    for line in Path("/proc/self/mountinfo").read_text(encoding="utf-8").splitlines():
+        point = line.split()[4]
+        if point.startswith(f"{tmp_path}/"):
+            release_mountpoint(point)
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
