@@ -82,14 +82,14 @@ def test_bad_toml_is_refused_naming_the_file(tmp_path: Path) -> None:
 def test_discovery_finds_accounts_and_pi_with_own_first(tmp_path: Path) -> None:
     fh = fake_home(tmp_path, (".claude-work", ".claude", ".claude-alt"))
     found = cfg.discover(fh.env)
-    assert [s.name for s in found] == ["claude", "alt", "work", "pi"]
+    assert [s.name for s in found] == ["claude", "alt", "work", "pi", "gemini", "codex"]
     own = found[0]
     assert own.own
     assert not any(s.own for s in found[1:])
     assert own.root == fh.home / ".claude" / "projects"
     assert own.tail == ("memory",)
     assert own.folder("-x") == fh.home / ".claude/projects/-x/memory"
-    pi = found[-1]
+    pi = found[3]
     assert pi.root == fh.pi_root
     assert pi.tail == ()
     assert all(s.why for s in found)
@@ -113,20 +113,35 @@ def test_discovery_skips_accounts_without_projects_and_files(tmp_path: Path) -> 
     (fh.home / ".claude-empty").mkdir()  # no projects/
     (fh.home / ".claude-file").write_text("not a folder")
     (fh.home / ".claude.json").write_text("{}")
-    assert [s.name for s in cfg.discover(fh.env)] == ["claude"]
+    assert [s.name for s in cfg.discover(fh.env)] == ["claude", "pi", "gemini", "codex"]
+
+
+def test_tools_not_installed_yet_are_sources_that_wait(tmp_path: Path) -> None:
+    """pi, Gemini CLI and Codex at their known places are sources before their folders
+    exist (their roots wait, §5.4), so installing one while mounted needs no remount; the
+    reason says so. With no agent's memory at all there is still nothing found."""
+    fh = fake_home(tmp_path, (".claude",), pi=False)
+    found = {s.name: s for s in cfg.discover(fh.env)}
+    assert found["pi"].root == fh.pi_root
+    assert found["gemini"].kind == cfg.GEMINI
+    assert found["codex"].kind == cfg.CODEX
+    assert found["codex"].why == f"{fh.home / '.codex'} is not there yet: shown once made"
+    assert not fh.pi_root.exists()  # discovery makes nothing
+    assert cfg.discover(fake_home(tmp_path / "bare", (), pi=False).env) == ()
 
 
 def test_discovery_keeps_a_fresh_own_account_without_projects(tmp_path: Path) -> None:
     fh = fake_home(tmp_path, (".claude-work",), pi=False)
     (fh.home / ".claude").mkdir()  # a fresh account: projects/ comes with the first write
     found = cfg.discover(fh.env)
-    assert [(s.name, s.own) for s in found] == [("claude", True), ("work", False)]
+    assert [(s.name, s.own) for s in found][:2] == [("claude", True), ("work", False)]
 
 
 def test_discovery_without_default_account_has_no_own_source(tmp_path: Path) -> None:
     fh = fake_home(tmp_path, (".claude-work",))
     found = cfg.discover(fh.env)
-    assert [(s.name, s.own) for s in found] == [("work", False), ("pi", False)]
+    assert [s.name for s in found] == ["work", "pi", "gemini", "codex"]
+    assert not any(s.own for s in found)
     assert cfg.load(fh.env).own is None
 
 
@@ -137,7 +152,7 @@ def test_claude_config_dir_is_the_own_source(tmp_path: Path) -> None:
     assert found[0].name == "work"
     assert found[0].own
     assert "CLAUDE_CONFIG_DIR" in found[0].why
-    assert [s.name for s in found] == ["work", "claude", "pi"]
+    assert [s.name for s in found] == ["work", "claude", "pi", "gemini", "codex"]
     assert sum(s.own for s in found) == 1
 
 
@@ -158,7 +173,7 @@ def test_claude_config_dir_pointing_at_default_is_not_listed_twice(tmp_path: Pat
     fh = fake_home(tmp_path, (".claude",), pi=False)
     fh.env["CLAUDE_CONFIG_DIR"] = "~/.claude"
     found = cfg.discover(fh.env)
-    assert [(s.name, s.own) for s in found] == [("claude", True)]
+    assert [(s.name, s.own) for s in found if s.claude_config] == [("claude", True)]
 
 
 def test_discovered_names_are_unique(tmp_path: Path) -> None:

@@ -121,12 +121,18 @@ async def test_codex_and_gemini_are_read_only(sample: Sample) -> None:
     assert await fuse_errno(ops.mkdir(ROOT_INODE, b"global", 0o755, CTX)) == errno.EEXIST
 
 
-async def test_no_tool_no_global_kind(sample: Sample) -> None:
-    """The sample's accounts have no user memory yet: global/claude is there (the first
-    write lands in the own account), codex and gemini are not."""
+async def test_tools_not_installed_list_empty_and_cost_no_bytes(sample: Sample) -> None:
+    """The sample's accounts have no user memory yet, and Codex and Gemini CLI are not
+    installed: discovery names them all the same (so they show once installed), each kind
+    lists empty, and global/PREAMBLE.md spends no byte on any."""
     ino = (await walk(sample.ops, "global")).st_ino
-    assert await listing(sample.ops, ino) == ["claude", "PREAMBLE.md"]
-    assert await fuse_errno(walk(sample.ops, "global/codex")) == errno.ENOENT
+    assert await listing(sample.ops, ino) == ["claude", "codex", "gemini", "PREAMBLE.md"]
+    for kind in ("claude", "codex", "gemini"):
+        folder = (await walk(sample.ops, f"global/{kind}")).st_ino
+        assert await listing(sample.ops, folder) == ["PREAMBLE.md"]
+    body = await cat(sample.ops, (await walk(sample.ops, "global/PREAMBLE.md")).st_ino)
+    assert b"(none yet)" in body
+    assert b"global/codex\n" not in body
 
 
 @pytest.mark.parametrize(("name", "budget"), [("PREAMBLE.md", 8192), ("PREAMBLE-600.md", 600)])

@@ -153,18 +153,19 @@ def test_folders_that_map_to_no_project_say_why(tmp_path: Path) -> None:
 
 def test_discovery_finds_gemini_read_only(tmp_path: Path) -> None:
     fh = fake_home(tmp_path)
-    assert [s.name for s in cfg.discover(fh.env)] == ["claude", "work", "pi"]
+    waiting = {s.name: s for s in cfg.discover(fh.env)}["gemini"]
+    assert waiting.why == f"{fh.home / '.gemini'} is not there yet: shown once made"
     (fh.home / ".gemini").mkdir()  # Gemini CLI in use, no project yet: tmp/ comes later
     found = cfg.discover(fh.env)
-    assert [s.name for s in found] == ["claude", "work", "pi", "gemini"]
-    source = found[-1]
+    assert [s.name for s in found] == ["claude", "work", "pi", "gemini", "codex"]
+    source = found[3]
     assert source.mapped
     assert not source.own
     assert source.root == fh.home / ".gemini" / "tmp"
     assert source.tail == ("memory",)
     assert source.gemini_dir == fh.home / ".gemini"
     assert source.why == f"{fh.home / '.gemini'} exists"
-    assert not any(s.mapped for s in found[:-1])
+    assert [s.name for s in found if s.mapped] == ["gemini"]
 
 
 def both_tools(fh: FakeHome, tmp_path: Path) -> tuple[str, Path, Path]:
@@ -188,7 +189,7 @@ def test_gemini_memory_joins_the_claude_code_project(tmp_path: Path) -> None:
     fh = fake_home(tmp_path, (".claude",), pi=False)
     slug, _, memory = both_tools(fh, tmp_path)
     catalog = Catalog(cfg.load(fh.env))
-    assert [s.name for s in catalog.config.sources] == ["claude", "gemini"]
+    assert [s.name for s in catalog.config.sources] == ["claude", "pi", "gemini", "codex"]
     assert catalog.slugs() == [slug]  # one project, not two
     project = catalog.project(slug)
     assert project is not None
@@ -239,7 +240,7 @@ def test_remap_moves_a_folder_between_projects(tmp_path: Path) -> None:
     project = catalog.project(slug)
     assert project is not None
     assert "deploys.md" in project.heads
-    gemini_index = 1
+    gemini_index = [s.name for s in catalog.config.sources].index("gemini")
     moved = catalog.remap(gemini_index, {"shop": claude_slug(str(other))})
     assert moved == sorted([slug, claude_slug(str(other))])
     catalog._check()

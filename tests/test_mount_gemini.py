@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pytest
 from gemini_layout import GeminiCli
 from helpers import digest
 from mounting import MOUNT_MARKS, Mounts, Sandbox, set_age, slug_of, wait_until
@@ -139,10 +138,6 @@ def test_gemini_projects_show_without_a_remount(sandbox: Sandbox, mounts: Mounts
     assert not (mnt / "s.md").exists()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="discovery runs once, at the mount: a tool's folder made later brings no source",
-)
 def test_gemini_installed_after_the_mount(sandbox: Sandbox, mounts: Mounts) -> None:
     """Discovery with no ~/.gemini at the mount: Gemini CLI's first session in a project
     after it (the folder, tmp/<id>/ and its marker, then memory/) joins that project."""

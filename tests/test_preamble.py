@@ -944,7 +944,7 @@ NOW = at(1000)
 def fh(tmp_path: Path) -> FakeHome:
     """Sources claude (own), work and pi, in that config order."""
     fh = fake_home(tmp_path)
-    assert [s.name for s in fh.config().sources] == ["claude", "work", "pi"]
+    assert [s.name for s in fh.config().sources] == ["claude", "work", "pi", "gemini", "codex"]
     return fh
 
 

@@ -63,7 +63,7 @@ def test_bad_codex_sources_are_refused(tmp_path: Path, source: str, key: str) ->
 
 def test_discovery_finds_codex_at_codex_home(tmp_path: Path) -> None:
     fh = fake_home(tmp_path)
-    assert [s.name for s in cfg.discover(fh.env)] == ["claude", "work", "pi"]
+    assert [s.name for s in cfg.discover(fh.env)] == ["claude", "work", "pi", "gemini", "codex"]
     (fh.home / ".codex").mkdir()
     found = cfg.discover(fh.env)
     assert [(s.name, s.kind, s.why) for s in found][-1] == (
@@ -72,7 +72,9 @@ def test_discovery_finds_codex_at_codex_home(tmp_path: Path) -> None:
     elsewhere = tmp_path / "codex-home"
     elsewhere.mkdir()
     found = cfg.discover({**fh.env, "CODEX_HOME": str(elsewhere)})
-    assert (found[-1].root, found[-1].why) == (elsewhere, "$CODEX_HOME is set")
+    assert (found[-1].root, found[-1].why) == (
+        elsewhere, f"$CODEX_HOME is set; {elsewhere} exists"
+    )  # fmt: skip
 
 
 def test_a_config_folder_is_read_for_its_user_memory_only(tmp_path: Path) -> None:

@@ -541,3 +541,37 @@ async def test_events_that_come_during_a_pass_are_taken_in_by_one_pass(
     finally:
         gate.set()
         watcher.close()
+
+
+async def test_a_missing_root_waits_in_the_home_unmoved_by_its_other_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tool not installed yet waits in the home (discovery names it all the same), where
+    other tools rewrite their files all day: only a name on the way to the root makes the
+    watcher look again."""
+    own = tmp_path / "own" / "projects"
+    own.mkdir(parents=True)
+    home = tmp_path / "home"
+    home.mkdir()
+    late = home / ".pi" / "agent" / "memory"
+    watcher = Watcher(Catalog(load(tmp_path, {"own": own, "pi": late})), Recorder())
+    looks: list[int] = []
+    pending = watcher._pending_roots
+    monkeypatch.setattr(watcher, "_pending_roots", lambda wd: (looks.append(wd), pending(wd)))
+    await watcher.listing()
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(watcher.run)
+            for n in range(20):  # Claude Code's way of saving ~/.claude.json
+                (home / f".claude.json.tmp.{n}").write_text("{}")
+                (home / f".claude.json.tmp.{n}").rename(home / ".claude.json")
+            # Events come in order: once a later one's change shows, the home's are in.
+            (own / "-home-a-other").mkdir()
+            await eventually(lambda: watcher.catalog.has("-home-a-other"), "a later event")
+            assert looks == []
+            (late / SLUG).mkdir(parents=True)
+            await eventually(lambda: watcher.catalog.has(SLUG), "pi's first project")
+            assert 1 <= len(looks) <= 3  # .pi made, then agent/ and memory/ in its folders
+            nursery.cancel_scope.cancel()
+    finally:
+        watcher.close()

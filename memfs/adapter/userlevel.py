@@ -110,7 +110,10 @@ class GlobalFolder:
         self, kinds: Sequence[str], projects: Sequence[Project], budget: int
     ) -> tuple[bytes, int]:
         """Memory only, from the bodies kept: the frame, then each kind's PREAMBLE.md under
-        its share."""
+        its share. A kind with no memory yet (a tool not installed, discovery names it all
+        the same) takes no bytes."""
+        held = [(k, p) for k, p in zip(kinds, projects, strict=True) if p.heads]
+        kinds, projects = [k for k, _ in held], [p for _, p in held]
         head = userpreamble.frame(self.files_at, kinds)
         at = [f"{self.files_at}/{k}" for k in kinds]
         full = [

@@ -155,6 +155,10 @@ class Watcher:
         self._waiting: dict[int, set[tuple[str, int]]] = {}
         # watch descriptor -> sources whose missing root waits there (`_watch_root`)
         self._root_waits: dict[int, frozenset[int]] = {}
+        # Names on the way to any root: only an entry of one of them in a folder a missing
+        # root waits in (the home, often, where tools rewrite their files all day) can
+        # bring that root nearer.
+        self._root_names = frozenset(p for s in config.sources for p in s.root.parts)
         # (id(project), origin) -> folders watched, relative to the origin ('' for itself)
         self._folders: dict[tuple[int, int], set[str]] = {}
         self._stash: dict[int, list[Event]] = {}  # events of watches not registered yet
@@ -477,7 +481,7 @@ class Watcher:
             if slug in self.catalog.loaded():  # its memory folder may be there
                 work.rescans.add((slug, i))
         roots = wd in self._root_waits
-        if roots:
+        if roots and (not name or name in self._root_names):
             self._pending_roots(wd)
         if target is None:
             if mapped is None and waiting is None and not roots:

@@ -197,7 +197,8 @@ def cmd_sources(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     if not cfg.sources:
         raise UserError(
             "no memory sources found (no ~/.claude, ~/.claude-*, $CLAUDE_CONFIG_DIR, "
-            "~/.pi/agent/memory or ~/.gemini); create one or write ~/.config/memfs/config.toml"
+            "~/.pi/agent/memory, ~/.gemini or ~/.codex); create one or write "
+            "~/.config/memfs/config.toml"
         )
     print(f"sources: {where}")
     for s in cfg.sources:

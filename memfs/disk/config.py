@@ -14,7 +14,7 @@ import logging
 import os
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -90,6 +90,13 @@ class SourceSpec:
 def codex_source(name: str, home: Path, why: str) -> SourceSpec:
     """The read-only source of Codex's folder ``home``: its ``memories/`` is global/codex."""
     return SourceSpec(name, f"{home}/memories", home, ("memories",), False, why, CODEX)
+
+
+def pi_source(name: str, folder: Path, home: Path, why: str) -> SourceSpec:
+    """The source of pi's memory folder ``folder``: ``<folder>/<slug>``."""
+    template = f"{folder}/{SLUG_FIELD}"
+    root, tail = parse_template(template, home, "discovered source")
+    return SourceSpec(name, template, root, tail, False, why)
 
 
 def gemini_source(name: str, folder: Path, why: str) -> SourceSpec:
@@ -343,7 +350,10 @@ def discover(env: Mapping[str, str]) -> tuple[SourceSpec, ...]:
     (read-only: its ``tmp/<id>/memory`` folders, mapped to projects by disk/gemini.py);
     Codex: ``$CODEX_HOME`` or ``~/.codex`` (read-only: its ``memories/``, §4.1). The
     own source is ``$CLAUDE_CONFIG_DIR`` or ``~/.claude``; it is kept even without
-    ``projects/`` yet (a fresh account), since the first write creates that folder.
+    ``projects/`` yet (a fresh account), since the first write creates that folder. pi,
+    Gemini CLI and Codex are sources even before their folders exist, once any agent's
+    memory is; another account's folder, named by no fixed path, is found at the next
+    mount.
     """
     home = home_dir(env)
     env_dir = env.get("CLAUDE_CONFIG_DIR")
@@ -367,20 +377,28 @@ def discover(env: Mapping[str, str]) -> tuple[SourceSpec, ...]:
         template = f"{config_dir}/projects/{SLUG_FIELD}/memory"
         root, tail = parse_template(template, home, "discovered source")
         found.append(SourceSpec(name, template, root, tail, is_own, why))
+    # pi, Gemini CLI and Codex live at known places: beside any agent's memory found, each
+    # is a source whether or not its folder exists yet, so a tool installed while mounted
+    # shows without a remount (a missing root waits in the nearest folder there, §5.4).
+    # With no agent's memory at all there is nothing to mount (`check_mount`).
+    tools: list[tuple[str, Path, Callable[[str, str], SourceSpec]]] = []
     pi = home / ".pi" / "agent" / "memory"
-    if pi.is_dir():
-        template = f"{pi}/{SLUG_FIELD}"
-        root, tail = parse_template(template, home, "discovered source")
-        name = _unique("pi", found)
-        found.append(SourceSpec(name, template, root, tail, False, f"{pi} exists"))
+    tools.append(("pi", pi, lambda name, why: pi_source(name, pi, home, why)))
     gemini = home / ".gemini"
-    if gemini.is_dir():  # Gemini CLI is in use; its tmp/ may come later
-        found.append(gemini_source(_unique("gemini", found), gemini, f"{gemini} exists"))
+    tools.append(("Gemini CLI", gemini, lambda name, why: gemini_source(name, gemini, why)))
     codex_env = env.get("CODEX_HOME")
     codex = expand(codex_env, home) if codex_env else home / ".codex"
-    if codex.is_absolute() and codex.is_dir():  # Codex is in use; memories/ may come later
-        why = "$CODEX_HOME is set" if codex_env else f"{codex} exists"
-        found.append(codex_source(_unique("codex", found), codex, why))
+    if codex.is_absolute():
+        tools.append(("Codex", codex, lambda name, why: codex_source(name, codex, why)))
+    if not found and not any(folder.is_dir() for _, folder, _ in tools):
+        return ()
+    for tool, folder, make in tools:
+        why = (
+            f"{folder} exists" if folder.is_dir() else f"{folder} is not there yet: shown once made"
+        )
+        if tool == "Codex" and codex_env:
+            why = f"$CODEX_HOME is set; {why}"
+        found.append(make(_unique(tool.split()[0].lower(), found), why))
     # The own source first: it wins ties and receives writes.
     return tuple(sorted(found, key=lambda s: not s.own))
 
@@ -438,7 +456,7 @@ def check_mount(config: Config, mountpoint: Path) -> None:
     if not config.sources:
         raise ConfigError(
             "no memory sources found (no ~/.claude, ~/.claude-*, $CLAUDE_CONFIG_DIR, "
-            f"~/.pi/agent/memory or ~/.gemini); create one or list sources in "
+            f"~/.pi/agent/memory, ~/.gemini or ~/.codex); create one or list sources in "
             f"{config_path_hint(config)}"
         )
     mnt = _resolved(mountpoint)

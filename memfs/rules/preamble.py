@@ -111,6 +111,8 @@ class PreambleInput:
         newest: the newest other files, newest first.
         rest: the remaining files to index, in the caller's order.
         more: how many further files exist beyond `rest`.
+        heading: what the frame's heading calls it: a project's memory, or (in global/)
+            a tool's user-level memory.
     """
 
     project: str
@@ -120,6 +122,7 @@ class PreambleInput:
     newest: Sequence[Doc]
     rest: Sequence[IndexEntry]
     more: int
+    heading: str = "Project memory"
 
 
 # --- PREAMBLE-<N>.md (§6) ------------------------------------------------------
@@ -558,10 +561,10 @@ def _not_text_entry(doc: Doc) -> IndexEntry:
 
 def _frame(inp: PreambleInput) -> bytes:
     return (
-        b"# Project memory: %s\n\n"
+        b"# %s: %s\n\n"
         b"Background from earlier sessions, not a live conversation.\n"
         b"Files: %s (read them there for anything cut or left out below)\n"
-    ) % (_text(inp.project), _text(inp.files_at))
+    ) % (_text(inp.heading), _text(inp.project), _text(inp.files_at))
 
 
 def _pieces(inp: PreambleInput) -> list[_Piece]:

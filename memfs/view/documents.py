@@ -21,6 +21,7 @@ from memfs.disk import sources
 from memfs.disk.config import Config
 from memfs.rules import index, preamble
 from memfs.rules.preamble import Doc, IndexEntry, MemoryOverLimit
+from memfs.view.userlevel import kind_of
 from memfs.view.versions import FOREVER_NS, MEMORY, Kind, Version
 
 if TYPE_CHECKING:
@@ -296,6 +297,7 @@ class Documents:
             newest=newest,
             rest=rest,
             more=max(0, eligible - len(newest) - len(rest)),
+            heading="Project memory" if kind_of(project.slug) is None else "User-level memory",
         )
         data = preamble.render(inp, budget=budget, file_cap=settings.file_cap)
         return data, due.ns
