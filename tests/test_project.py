@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import shutil
 import time
 import weakref
 from pathlib import Path
@@ -920,6 +921,33 @@ def test_looks_at_vanished_paths_are_forgotten_in_time(fh: FakeHome) -> None:
     assert len(project._seen) <= 2 * holdings.SEEN_SLACK
     assert (0, "kept.md") in project._seen  # a path that is there keeps its look
     project._check()
+
+
+def test_a_rescan_under_a_folder_changes_what_lies_below_it_alone(fh: FakeHome) -> None:
+    """A folder made, moved or gone (the watcher's folder events): its scan brings what
+    lies below it up to date, and leaves the rest of the origin as it stands, even where
+    the disk changed unseen (that change has its own event)."""
+    own = fh.memory(".claude")
+    write(own / "a.md", "a", at(1))
+    write(own / "old" / "o.md", "o", at(2))
+    write(own / "old" / "in" / "i.md", "i", at(3))
+    project = load_project(fh.config())
+    i = 0
+    write(own / "new" / "n.md", "n", at(4))
+    (own / "a.md").unlink()  # unseen by a scan of new/ alone
+    project.rescan(i, project.scan(i, "new"), None, "new")
+    project._check()
+    assert project.tree.leaf("new/n.md") is not None
+    assert project.tree.is_dir("new")
+    assert project.tree.leaf("a.md") is not None
+    shutil.rmtree(own / "old")
+    project.rescan(i, project.scan(i, "old"), None, "old")
+    project._check()
+    for gone in ("old/o.md", "old/in/i.md"):
+        assert project.tree.leaf(gone) is None
+    assert not project.tree.is_dir("old")
+    assert not project.tree.is_dir("old/in")
+    assert project.tree.leaf("new/n.md") is not None
 
 
 def test_a_rescan_that_finds_nothing_new_changes_nothing(fh: FakeHome) -> None:

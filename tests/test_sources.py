@@ -46,6 +46,42 @@ def test_scan_lists_files_recursively_with_size_and_mtime(memory: Path) -> None:
     assert result.left_out == []
 
 
+def test_a_scan_under_a_folder_reads_that_folder_alone(memory: Path) -> None:
+    """What lies below one folder, its paths relative to the origin as a whole scan gives
+    them; a folder that is gone, or a file now, exists no more (the file has a look of its
+    own), and neither is left out."""
+    write(memory / "a.md", "a", at(1))
+    write(memory / "sub" / "b.md", "b", at(2))
+    write(memory / "sub" / "deeper" / "c.md", "cc", at(3))
+    root, parts = memory.parent.parent, (memory.parent.name, memory.name)
+    result = sources.scan(root, parts, MAX, under="sub")
+    assert result.exists
+    assert sorted(f.path for f in result.files) == ["sub/b.md", "sub/deeper/c.md"]
+    assert result.dirs == ["sub/deeper"]
+    deeper = sources.scan(root, parts, MAX, under="sub/deeper")
+    assert [f.path for f in deeper.files] == ["sub/deeper/c.md"]
+    for gone in ("nothing", "a.md"):
+        found = sources.scan(root, parts, MAX, under=gone)
+        assert (found.exists, found.files, found.left_out) == (False, [], [])
+
+
+def test_a_scan_under_a_folder_too_deep_to_read_says_whether_it_is_there(
+    memory: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past MAX_DEPTH a folder is not looked into, as a whole scan leaves it; whether it
+    is there still counts (stress-ng's dirdeep: a folder the view kept after it went on
+    disk made its parent impossible to remove)."""
+    monkeypatch.setattr(sources, "MAX_DEPTH", 2)
+    write(memory / "a" / "b" / "c" / "d.md", "d", at(1))
+    root, parts = memory.parent.parent, (memory.parent.name, memory.name)
+    there = sources.scan(root, parts, MAX, under="a/b/c")
+    assert there.exists
+    assert (there.files, there.dirs) == ([], [])
+    assert there.left_out == [("a/b/c", f"{sources.NOT_READ}deeper than 2 folders")]
+    gone = sources.scan(root, parts, MAX, under="a/b/x")
+    assert (gone.exists, gone.left_out) == (False, [])
+
+
 def test_scan_leaves_out_symlinks_fifos_and_big_files(memory: Path, tmp_path: Path) -> None:
     outside = write(tmp_path / "outside" / "secret.md", "secret")
     write(memory / "ok.md", "ok")

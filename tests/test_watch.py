@@ -575,3 +575,51 @@ async def test_a_missing_root_waits_in_the_home_unmoved_by_its_other_files(
             nursery.cancel_scope.cancel()
     finally:
         watcher.close()
+
+
+async def test_a_folder_made_moved_or_gone_is_scanned_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first version a path keeps makes a folder under .history/ (§7.2): a scan of the
+    whole origin for each would cost O(the project's files) a write. A folder made, moved
+    in or out, or removed is scanned by itself, with what lies below it; what it holds
+    shows, moves or goes with it."""
+    files = {f"f{k:03d}.md": "x\n" for k in range(100)}
+    watcher, project = await loaded_own(tmp_path, {**files, "old/o.md": "o\n"})
+    folder, _ = own_place(tmp_path)
+    scanned: list[str] = []
+    whole_scan = sources.scan
+
+    def scan(
+        root: Path, parts: Sequence[str], limit: int, only: Any = None, under: str = ""
+    ) -> sources.Scan:
+        scanned.append(under)
+        return whole_scan(root, parts, limit, only, **({"under": under} if under else {}))
+
+    monkeypatch.setattr(sources, "scan", scan)
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(watcher.run)
+            (folder / ".history" / "f001.md").mkdir(parents=True)
+            os.link(folder / "f001.md", folder / ".history" / "f001.md" / "own@1.md")
+            kept = ".history/f001.md/own@1.md"
+            await eventually(lambda: project.tree.leaf(kept) is not None, "the kept version")
+            (folder / "new" / "deep").mkdir(parents=True)
+            (folder / "new" / "deep" / "n.md").write_text("n\n")
+            await eventually(lambda: project.tree.leaf("new/deep/n.md") is not None, "new/")
+            (folder / "old").rename(folder / "moved")
+            await eventually(lambda: project.tree.leaf("moved/o.md") is not None, "moved/")
+            assert project.tree.leaf("old/o.md") is None
+            shutil.rmtree(folder / "moved")
+            await eventually(lambda: not project.tree.is_dir("moved"), "moved/ gone")
+            assert project.tree.leaf("moved/o.md") is None
+            assert "" not in scanned, scanned  # never the whole origin
+            assert {".history", "new", "old", "moved"} <= set(scanned)
+            assert project.tree.leaf("f099.md") is not None
+            project._check()
+            # A folder made there since is watched: what lands in it shows too.
+            (folder / "new" / "deep" / "later.md").write_text("later\n")
+            await eventually(lambda: project.tree.leaf("new/deep/later.md") is not None, "later")
+            nursery.cancel_scope.cancel()
+    finally:
+        watcher.close()

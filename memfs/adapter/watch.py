@@ -13,7 +13,8 @@ Threading contract:
   only), does that I/O in one worker call per batch, and absorbs the results on the trio
   thread. Watches a worker adds are registered on the trio thread; their events that come
   first are held back and replayed then.
-- Never rescans on a timer; only an inotify queue overflow rescans the loaded projects.
+- Never rescans on a timer; only an inotify queue overflow rescans the loaded projects. A
+  folder made, moved or removed has what lies below it scanned, not its whole origin.
 - The inotify binding (syscalls, decoding, which renames are memfs's own) is the disk
   layer's `memfs.disk.inotify`, which never waits; the waiting is here (`read_events`).
 - So that a worker's long Python loop does not hold up the request thread, which needs
@@ -38,7 +39,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import trio
 
@@ -128,15 +129,36 @@ class _Work:
 
     stats: set[tuple[str, int, str]] = field(default_factory=set)  # (slug, origin, path)
     rescans: set[tuple[str, int]] = field(default_factory=set)  # (slug, origin)
+    # (slug, origin, folder): a folder made, moved or gone; what lies below it is scanned
+    subtrees: set[tuple[str, int, str]] = field(default_factory=set)
     remaps: set[int] = field(default_factory=set)  # mapped sources whose map to read again
 
     def __bool__(self) -> bool:
-        return bool(self.stats or self.rescans or self.remaps)
+        return bool(self.stats or self.rescans or self.subtrees or self.remaps)
 
     def take(self, other: _Work) -> None:
         self.stats |= other.stats
         self.rescans |= other.rescans
+        self.subtrees |= other.subtrees
         self.remaps |= other.remaps
+
+
+class _Job(NamedTuple):
+    """One look a worker takes for a pass: a path's stat, a folder's scan or the origin's."""
+
+    project: Project
+    i: int  # the origin's index
+    origin: Origin
+    path: str | None  # the path to stat; None: scan (the origin, or `under`)
+    watched: set[str]  # for a scan: the folders watched already, copied
+    under: str = ""  # for a scan: the folder of the origin it is of ('' the whole)
+
+
+def _covers(folder: tuple[str, int, str], other: tuple[str, int, str]) -> bool:
+    """Whether a scan of ``folder`` (slug, origin, path) looks at ``other`` too: what lies
+    below it. Not the folder's own path, which may be a file now (the scan then finds no
+    folder, and the file needs its own look)."""
+    return folder[:2] == other[:2] and other[2].startswith(f"{folder[2]}/")
 
 
 class Watcher:
@@ -400,7 +422,7 @@ class Watcher:
                 self._busy -= 1
             work = _Work()
             for job, result in zip(jobs, results, strict=True):
-                before.setdefault(job[0].slug, job[0].generation)
+                before.setdefault(job.project.slug, job.project.generation)
                 self._absorb(job, result, touched)
         for project in touched.values():
             self.listener.project_changed(project)
@@ -410,44 +432,60 @@ class Watcher:
             if slug in before and project.generation != before[slug]:
                 self.ahead.soon(project)
 
-    def _jobs(self, work: _Work) -> list[tuple[Project, int, Origin, str | None, set[str]]]:
-        """Trio thread: each piece of work with what the worker needs, copied."""
+    def _jobs(self, work: _Work) -> list[_Job]:
+        """Trio thread: each piece of work with what the worker needs, copied. A look that
+        a wider one covers (a folder's scan in the origin's, a stat in either) is left out."""
         loaded = self.catalog.loaded()
-        jobs: list[tuple[Project, int, Origin, str | None, set[str]]] = []
+        jobs: list[_Job] = []
         for slug, i in sorted(work.rescans):
             project = loaded.get(slug)
             if project is not None and i < len(project.origins):
                 watched = set(self._folders.get((id(project), i), ()))
-                jobs.append((project, i, project.origins[i], None, watched))
+                jobs.append(_Job(project, i, project.origins[i], None, watched))
+        scanned: list[tuple[str, int, str]] = []  # sorted: a folder before what is below it
+        for slug, i, under in sorted(work.subtrees):
+            project = loaded.get(slug)
+            if project is None or i >= len(project.origins) or (slug, i) in work.rescans:
+                continue
+            if scanned and _covers(scanned[-1], (slug, i, under)):
+                continue
+            scanned.append((slug, i, under))
+            watched = set(self._folders.get((id(project), i), ()))
+            jobs.append(_Job(project, i, project.origins[i], None, watched, under))
         for slug, i, path in sorted(work.stats):
             project = loaded.get(slug)
-            if project is not None and i < len(project.origins) and (slug, i) not in work.rescans:
-                jobs.append((project, i, project.origins[i], path, set()))
+            if project is None or i >= len(project.origins) or (slug, i) in work.rescans:
+                continue
+            if any(_covers(s, (slug, i, path)) for s in scanned):
+                continue
+            jobs.append(_Job(project, i, project.origins[i], path, set()))
         return jobs
 
     def _read_jobs(
-        self, jobs: list[tuple[Project, int, Origin, str | None, set[str]]]
+        self, jobs: list[_Job]
     ) -> list[tuple[int, sources.FileStat | str | tuple[sources.Scan, Pairs] | None]]:
-        """Worker thread: stat each path, settle and scan each origin; no project touched.
-        Each result comes with when the look began (the project takes the latest)."""
+        """Worker thread: stat each path, settle and scan each origin or folder; no project
+        touched. Each result comes with when the look began (the project takes the latest)."""
         max_bytes = self.catalog.config.limits.max_file_bytes
         out: list[tuple[int, sources.FileStat | str | tuple[sources.Scan, Pairs] | None]] = []
-        for project, i, origin, path, watched in jobs:
+        for job in jobs:
             at = time.monotonic_ns()
-            if path is None:
-                out.append((at, self.watches.settle(project.slug, i, origin, watched)))
+            origin = job.origin
+            if job.path is None:
+                slug, watched = job.project.slug, job.watched
+                out.append((at, self.watches.settle(slug, job.i, origin, watched, job.under)))
             else:
-                out.append((at, sources.look(origin.root, origin.parts, path, max_bytes)))
+                out.append((at, sources.look(origin.root, origin.parts, job.path, max_bytes)))
         return out
 
     def _absorb(
         self,
-        job: tuple[Project, int, Origin, str | None, set[str]],
+        job: _Job,
         timed: tuple[int, sources.FileStat | str | tuple[sources.Scan, Pairs] | None],
         touched: dict[str, Project],
     ) -> None:
         """Trio thread: take in what the worker found, if the project is still the same."""
-        project, i, origin, path, _ = job
+        project, i, origin = job.project, job.i, job.origin
         if self.catalog.loaded().get(project.slug) is not project or project.origins[i] != origin:
             return
         if not self.catalog.holds(project.slug, origin):
@@ -456,11 +494,11 @@ class Watcher:
         at, result = timed
         if isinstance(result, tuple):
             scan, pairs = result
-            project.rescan(i, scan, at)
+            project.rescan(i, scan, at, job.under)
             self._register(project, pairs)
         else:
-            assert path is not None
-            project.observe(i, path, result, at)
+            assert job.path is not None
+            project.observe(i, job.path, result, at)
 
     def _handle(
         self, wd: int, mask: int, name: str, work: _Work, touched: dict[str, Project]
@@ -508,8 +546,15 @@ class Watcher:
             touched[project.slug] = project
             return
         if mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_ISDIR):
-            # A folder came or went: the origin is rescanned (O(its files)) and watched anew.
-            work.rescans.add((project.slug, target.origin))
+            # A folder came, went or moved: what lies below it is scanned and watched anew
+            # (O(its files)); the origin's own folder is all of it. Only that folder: the
+            # first version a path keeps makes one under .history/, and a scan of the
+            # whole origin each time would cost O(the project's files) a write.
+            below = target.path if mask & (IN_DELETE_SELF | IN_MOVE_SELF) else path
+            if below:
+                work.subtrees.add((project.slug, target.origin, below))
+            else:
+                work.rescans.add((project.slug, target.origin))
             return
         work.stats.add((project.slug, target.origin, path))
 

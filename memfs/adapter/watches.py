@@ -86,19 +86,21 @@ class Watches:
         self.failures = 0  # folders that could not be watched (other than gone)
 
     def settle(
-        self, slug: str, i: int, origin: Origin, watched: set[str]
+        self, slug: str, i: int, origin: Origin, watched: set[str], under: str = ""
     ) -> tuple[sources.Scan, Pairs]:
         """Worker thread: watch origin ``i``'s folders, then scan it, until no folder is new.
+        With ``under``, the same for that folder of the origin and what lies below it (a
+        folder made, moved in or gone): the rest is neither scanned nor watched again.
 
         A folder is scanned only after it is watched: whatever lands in it before the watch
         is found by the scan, whatever lands after raises an event. Costs one more scan of
-        the origin per round, and rounds happen only when folders appear.
+        the origin (or of ``under``) per round, and rounds happen only when folders appear.
         """
         pairs: Pairs = []
         max_bytes = self.max_bytes
         while True:
             added = False
-            if "" not in watched:
+            if not under and "" not in watched:
                 wd = self.add(origin.folder, FOLDER_MASK)
                 if wd is None:
                     pending = self.pending(slug, i, origin)
@@ -111,8 +113,8 @@ class Watches:
                     return sources.scan(origin.root, origin.parts, max_bytes, origin.only), pairs
                 pairs.append((wd, Folder(slug, i, "")))
                 watched.add("")
-            scan = sources.scan(origin.root, origin.parts, max_bytes, origin.only)
-            for path in scan.dirs:
+            scan = sources.scan(origin.root, origin.parts, max_bytes, origin.only, under)
+            for path in [under, *scan.dirs] if under and scan.exists else scan.dirs:
                 # Every folder is watched again, not only those not known: a folder renamed
                 # keeps its watch (the kernel's is on the inode), which must name its new
                 # path now, and a folder made at the old path needs a watch of its own.

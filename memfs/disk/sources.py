@@ -135,30 +135,49 @@ def split(path: str) -> list[str]:
 
 
 def scan(
-    root: Path, parts: Sequence[str], max_bytes: int, only: frozenset[str] | None = None
+    root: Path,
+    parts: Sequence[str],
+    max_bytes: int,
+    only: frozenset[str] | None = None,
+    under: str = "",
 ) -> Scan:
     """All regular files and folders below ``root/parts``, recursively, never following links.
     With ``only``, just those top-level names (a Claude Code config folder's user memory,
-    §4.1: its ``projects/`` and the tool's own files are not walked).
+    §4.1: its ``projects/`` and the tool's own files are not walked). With ``under``, only
+    what lies below that folder of it (relative; paths stay relative to ``root/parts``, and
+    `exists` says whether that folder does).
 
     Special files, symlinks and files over ``max_bytes`` are left out and reported; a file
     memfs cannot read is listed with ``readable`` False (never left out for its mode here);
     a folder that vanishes mid-scan is simply missing from the result.
     """
     result = Scan()
+    below = split(under)
+    if len(below) > MAX_DEPTH:  # as a whole scan would: there or not, never looked into
+        try:
+            with open_folder(root, [*parts, *below]):
+                pass
+        except OSError:
+            result.exists = False
+            return result
+        result.left_out.append((under, f"{NOT_READ}deeper than {MAX_DEPTH} folders"))
+        return result
     try:
-        with open_folder(root, parts) as fd:
-            _scan_dir(fd, "", max_bytes, result, 0, only)
+        with open_folder(root, [*parts, *below]) as fd:
+            top_only = only if not below else None  # only names the origin's top level
+            _scan_dir(fd, f"{under}/" if below else "", max_bytes, result, len(below), top_only)
     except FileNotFoundError:
         result.exists = False
     except OSError as exc:
         result.exists = False
-        where = root.joinpath(*parts)
+        where = root.joinpath(*parts, *below)
+        if below and exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            return result  # no folder there now; what is (a file, a link) has its own look
         if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-            result.left_out.append(("", "symlink or not a folder"))
+            result.left_out.append((under, "symlink or not a folder"))
             log.warning("source folder %s is a symlink or not a folder; left out", where)
         else:
-            result.left_out.append(("", f"cannot open: {exc.strerror}"))
+            result.left_out.append((under, f"cannot open: {exc.strerror}"))
             log.warning("cannot open source folder %s: %s", where, exc)
     return result
 

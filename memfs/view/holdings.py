@@ -106,12 +106,12 @@ class Holdings:
     def origin_index(self, origin: Origin) -> int | None:
         return next((i for i, o in enumerate(self.origins) if o == origin), None)
 
-    def scan(self, i: int) -> sources.Scan:
-        """Read origin ``i``'s folder (disk I/O: a worker thread's job while serving)."""
+    def scan(self, i: int, under: str = "") -> sources.Scan:
+        """Read origin ``i``'s folder, or its folder ``under`` (disk I/O: a worker thread's
+        job while serving)."""
         origin = self.origins[i]
-        return sources.scan(
-            origin.root, origin.parts, self.config.limits.max_file_bytes, origin.only
-        )
+        limit = self.config.limits.max_file_bytes
+        return sources.scan(origin.root, origin.parts, limit, origin.only, under)
 
     def observe(
         self,
@@ -172,21 +172,32 @@ class Holdings:
         self._seen_dirs[(i, path)] = at_ns
         self.set_dir(i, path, present=present)
 
-    def rescan(self, i: int, scan: sources.Scan | None = None, at_ns: int | None = None) -> None:
+    def rescan(
+        self, i: int, scan: sources.Scan | None = None, at_ns: int | None = None, under: str = ""
+    ) -> None:
         """Bring origin ``i`` up to date with ``scan`` of its folder, begun at ``at_ns``
         (None: scan it now): O(files in that folder), no I/O when the scan is given. A path
-        looked at after the scan began keeps what that look found."""
+        looked at after the scan began keeps what that look found. With ``under``, the scan
+        is of that folder of the origin only (`sources.scan`): what lies elsewhere stays as
+        it is, and the work on what is known is a pass over the origin's paths."""
         # A look at every path of the origin: a scan read here or given with the time it
         # began, of a folder that exists, that read every folder below (a placeholder, such
         # as a project registered before its scan, is none).
-        whole = scan is None or at_ns is not None
+        whole = (scan is None or at_ns is not None) and not under
         if scan is None:
             at_ns = time.monotonic_ns()
-            scan = self.scan(i)
+            scan = self.scan(i, under)
         if at_ns is None:
             at_ns = time.monotonic_ns()
         label = self._label(i)
-        self.counts.left_out = [e for e in self.counts.left_out if e[0] != label]
+        inside = f"{under}/" if under else ""
+
+        def within(path: str) -> bool:
+            return not under or path == under or path.startswith(inside)
+
+        self.counts.left_out = [
+            e for e in self.counts.left_out if e[0] != label or not within(e[1])
+        ]
         for path, why in scan.left_out:
             self._leave_out(i, path, why)
         files = scan.files  # the scan checked the name rules of every one
@@ -206,7 +217,10 @@ class Holdings:
         old = [
             p
             for p, vs in self._versions.items()
-            if _of(vs, i) is not None and p not in new and not (unread and p.startswith(unread))
+            if _of(vs, i) is not None
+            and p not in new
+            and within(p)
+            and not (unread and p.startswith(unread))
         ]
         for path in old:
             self.observe(i, path, None, at_ns, whole=whole)
@@ -235,10 +249,15 @@ class Holdings:
         for f in exempt:
             self.observe(i, f.path, f, at_ns, whole=whole)
         new_dirs = set(scan.dirs)
+        if under and scan.exists:
+            new_dirs.add(under)
         gone = [
             p
             for p, os_ in self._dirs.items()
-            if i in os_ and p not in new_dirs and not (unread and f"{p}/".startswith(unread))
+            if i in os_
+            and p not in new_dirs
+            and within(p)
+            and not (unread and f"{p}/".startswith(unread))
         ]
         for path in gone:
             self.observe_dir(i, path, False, at_ns)

@@ -67,6 +67,7 @@ SEED = 20261130
 KIB4 = bytes(range(256)) * 16  # 4 KiB
 
 BURST = 10
+FIRST_KEEPS = 30  # files per project size rewritten once each (`Bench.first_keeps`)
 SETTLE_S = 0.5
 READ_PIECE = 10  # files each side reads before the other's turn (`Bench._reads_in_turn`)
 SYSTEMS = ("memfs", "native", "mergerfs-default", "mergerfs-fast", "pyfuse3-floor")
@@ -516,6 +517,7 @@ class Bench:
                         out[str(n)]["samples_ns"].append(ns)
             for n in sizes:
                 out[str(n)]["rss_kib"] = live[n].rss_kib()
+            self.first_keeps({n: live[n] for n in (min(sizes), max(sizes))})
         finally:
             for mount in live.values():
                 self.stop(mount)
@@ -526,6 +528,28 @@ class Bench:
             + ", ".join(
                 f"{n}: {measure.median(v['samples_ns']) / 1e3:.0f} µs" for n, v in out.items()
             )
+        )
+
+    def first_keeps(self, live: dict[int, Mount]) -> None:
+        """4 KiB `O_TRUNC` writes that each keep a file's first version (§7.2), by project
+        size: the kept version makes a folder under .history/, and what the watcher does
+        about a new folder must not grow with the project. Each of FIRST_KEEPS files is
+        made first (untimed), then rewritten once, timed; the sizes take turns in bursts."""
+        files = {n: [f"bench-keep-{k:03d}.md" for k in range(FIRST_KEEPS)] for n in live}
+        folders = {n: m.mountpoint / self.preamble_fx[n].slugs[0] for n, m in live.items()}
+        for n, names in files.items():
+            for name in names:
+                measure.write_truncate(folders[n] / name, KIB4)
+        out: dict[str, list[int]] = {str(n): [] for n in live}
+        for start in range(0, FIRST_KEEPS, BURST):
+            for n in sorted(live, reverse=bool(start // BURST % 2)):
+                for name in files[n][start : start + BURST]:
+                    write = partial(measure.write_truncate, folders[n] / name, KIB4)
+                    out[str(n)].append(measure.sample_ns(write))
+        self.results["first_keeps"] = out
+        self.log(
+            "first-version writes p50: "
+            + ", ".join(f"{n} files {measure.median(v) / 1e6:.2f} ms" for n, v in out.items())
         )
 
     # --- mount until ready ---------------------------------------------------------------
@@ -858,6 +882,10 @@ def summarise(results: dict[str, Any]) -> dict[str, Any]:
             }
             for n, v in results["preamble_sizes"].items()
         }
+    if "first_keeps" in results:
+        summary["first_keeps_p50_ms"] = {
+            n: measure.median(v) / 1e6 for n, v in results["first_keeps"].items()
+        }
     if "mount_time" in results:
         summary["mount_time"] = {
             n: {
@@ -1156,6 +1184,14 @@ def render(results: dict[str, Any], summary: dict[str, Any], tgts: list[dict[str
         lines.append(
             f"{int(n):>28,}  {v['files']:>8,}{v['bytes']:>8,}{_fmt(v['cold_ms'], 1):>15}"
             f"{_fmt(v['p50_us']):>9}{_fmt(v['p99_us']):>9}"
+        )
+    keeps = summary.get("first_keeps_p50_ms")
+    if keeps:
+        small, big = min(keeps, key=int), max(keeps, key=int)
+        lines.append(
+            f"a 4 KiB O_TRUNC write keeping a file's first version, p50: {int(small):,} files "
+            f"{_fmt(keeps[small], 2)} ms, {int(big):,} files {_fmt(keeps[big], 2)} ms "
+            f"({_ratio(keeps[big], keeps[small]):.2f}x)"
         )
     lines.append("")
     mt = summary["mount_time"]
