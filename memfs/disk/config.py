@@ -381,24 +381,24 @@ def discover(env: Mapping[str, str]) -> tuple[SourceSpec, ...]:
     # is a source whether or not its folder exists yet, so a tool installed while mounted
     # shows without a remount (a missing root waits in the nearest folder there, §5.4).
     # With no agent's memory at all there is nothing to mount (`check_mount`).
-    tools: list[tuple[str, Path, Callable[[str, str], SourceSpec]]] = []
-    pi = home / ".pi" / "agent" / "memory"
-    tools.append(("pi", pi, lambda name, why: pi_source(name, pi, home, why)))
-    gemini = home / ".gemini"
-    tools.append(("Gemini CLI", gemini, lambda name, why: gemini_source(name, gemini, why)))
+    pi, gemini = home / ".pi" / "agent" / "memory", home / ".gemini"
     codex_env = env.get("CODEX_HOME")
     codex = expand(codex_env, home) if codex_env else home / ".codex"
+    # (name, folder, the source of it given a name and why)
+    tools: list[tuple[str, Path, Callable[[str, str], SourceSpec]]] = [
+        ("pi", pi, lambda name, why: pi_source(name, pi, home, why)),
+        ("gemini", gemini, lambda name, why: gemini_source(name, gemini, why)),
+    ]
     if codex.is_absolute():
-        tools.append(("Codex", codex, lambda name, why: codex_source(name, codex, why)))
+        tools.append(("codex", codex, lambda name, why: codex_source(name, codex, why)))
     if not found and not any(folder.is_dir() for _, folder, _ in tools):
         return ()
-    for tool, folder, make in tools:
-        why = (
-            f"{folder} exists" if folder.is_dir() else f"{folder} is not there yet: shown once made"
-        )
-        if tool == "Codex" and codex_env:
+    for name, folder, source in tools:
+        there = folder.is_dir()
+        why = f"{folder} exists" if there else f"{folder} is not there yet: shown once made"
+        if name == "codex" and codex_env:
             why = f"$CODEX_HOME is set; {why}"
-        found.append(make(_unique(tool.split()[0].lower(), found), why))
+        found.append(source(_unique(name, found), why))
     # The own source first: it wins ties and receives writes.
     return tuple(sorted(found, key=lambda s: not s.own))
 
