@@ -526,9 +526,10 @@ async def test_events_that_come_during_a_pass_are_taken_in_by_one_pass(
             (folder / "a.md").write_text("1\n")
             await eventually(lambda: passes == [1], "the first pass waits in its worker")
             for i in range(60):  # each append read as a batch of its own
+                read = watcher.events
                 with (folder / ("a.md" if i % 2 else "b.md")).open("a") as f:
                     f.write(f"{i}\n")
-                await trio.sleep(0.002)
+                await eventually(lambda n=read: watcher.events > n, "the append read")
             assert watcher.events >= 60, "the reader went on reading during the pass"
             gate.set()
             size = (folder / "a.md").stat().st_size

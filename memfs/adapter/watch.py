@@ -128,18 +128,17 @@ class _Work:
     """What a batch of events asks to read: single paths, and whole origins."""
 
     stats: set[tuple[str, int, str]] = field(default_factory=set)  # (slug, origin, path)
-    rescans: set[tuple[str, int]] = field(default_factory=set)  # (slug, origin)
-    # (slug, origin, folder): a folder made, moved or gone; what lies below it is scanned
-    subtrees: set[tuple[str, int, str]] = field(default_factory=set)
+    # (slug, origin, folder): what lies below a folder made, moved or gone is scanned;
+    # folder '' is the whole origin
+    scans: set[tuple[str, int, str]] = field(default_factory=set)
     remaps: set[int] = field(default_factory=set)  # mapped sources whose map to read again
 
     def __bool__(self) -> bool:
-        return bool(self.stats or self.rescans or self.subtrees or self.remaps)
+        return bool(self.stats or self.scans or self.remaps)
 
     def take(self, other: _Work) -> None:
         self.stats |= other.stats
-        self.rescans |= other.rescans
-        self.subtrees |= other.subtrees
+        self.scans |= other.scans
         self.remaps |= other.remaps
 
 
@@ -156,9 +155,9 @@ class _Job(NamedTuple):
 
 def _covers(folder: tuple[str, int, str], other: tuple[str, int, str]) -> bool:
     """Whether a scan of ``folder`` (slug, origin, path) looks at ``other`` too: what lies
-    below it. Not the folder's own path, which may be a file now (the scan then finds no
-    folder, and the file needs its own look)."""
-    return folder[:2] == other[:2] and other[2].startswith(f"{folder[2]}/")
+    below it, or anything of the origin for its scan. Not the folder's own path, which may
+    be a file now (the scan then finds no folder, and the file needs its own look)."""
+    return folder[:2] == other[:2] and (not folder[2] or other[2].startswith(f"{folder[2]}/"))
 
 
 class Watcher:
@@ -437,15 +436,10 @@ class Watcher:
         a wider one covers (a folder's scan in the origin's, a stat in either) is left out."""
         loaded = self.catalog.loaded()
         jobs: list[_Job] = []
-        for slug, i in sorted(work.rescans):
-            project = loaded.get(slug)
-            if project is not None and i < len(project.origins):
-                watched = set(self._folders.get((id(project), i), ()))
-                jobs.append(_Job(project, i, project.origins[i], None, watched))
         scanned: list[tuple[str, int, str]] = []  # sorted: a folder before what is below it
-        for slug, i, under in sorted(work.subtrees):
+        for slug, i, under in sorted(work.scans):
             project = loaded.get(slug)
-            if project is None or i >= len(project.origins) or (slug, i) in work.rescans:
+            if project is None or i >= len(project.origins):
                 continue
             if scanned and _covers(scanned[-1], (slug, i, under)):
                 continue
@@ -454,7 +448,7 @@ class Watcher:
             jobs.append(_Job(project, i, project.origins[i], None, watched, under))
         for slug, i, path in sorted(work.stats):
             project = loaded.get(slug)
-            if project is None or i >= len(project.origins) or (slug, i) in work.rescans:
+            if project is None or i >= len(project.origins):
                 continue
             if any(_covers(s, (slug, i, path)) for s in scanned):
                 continue
@@ -517,7 +511,7 @@ class Watcher:
         waiting = self._waiting.get(wd)
         for slug, i in waiting or ():
             if slug in self.catalog.loaded():  # its memory folder may be there
-                work.rescans.add((slug, i))
+                work.scans.add((slug, i, ""))
         roots = wd in self._root_waits
         if roots and (not name or name in self._root_names):
             self._pending_roots(wd)
@@ -534,7 +528,7 @@ class Watcher:
         if project is None or target.origin >= len(project.origins):
             return
         if isinstance(target, Pending):
-            work.rescans.add((project.slug, target.origin))  # its memory folder may be there
+            work.scans.add((project.slug, target.origin, ""))  # its memory folder may be there
             return
         path = f"{target.path}/{name}" if target.path else name
         if not project.origins[target.origin].admits(path):
@@ -551,10 +545,7 @@ class Watcher:
             # first version a path keeps makes one under .history/, and a scan of the
             # whole origin each time would cost O(the project's files) a write.
             below = target.path if mask & (IN_DELETE_SELF | IN_MOVE_SELF) else path
-            if below:
-                work.subtrees.add((project.slug, target.origin, below))
-            else:
-                work.rescans.add((project.slug, target.origin))
+            work.scans.add((project.slug, target.origin, below))
             return
         work.stats.add((project.slug, target.origin, path))
 
@@ -573,7 +564,7 @@ class Watcher:
         self._mapped.pop(wd, None)
         for slug, i in self._waiting.pop(wd, ()):
             if slug in self.catalog.loaded():
-                work.rescans.add((slug, i))  # a rescan waits again, further up
+                work.scans.add((slug, i, ""))  # a rescan waits again, further up
         for i in sorted(self._root_waits.pop(wd, frozenset())):
             self._watch_root(i)  # the folder missing roots waited in went: wait further up
         target = self._targets.pop(wd, None)
@@ -614,7 +605,7 @@ class Watcher:
             # A new folder of a loaded project: registered empty, scanned and watched now.
             for i, origin in enumerate(project.origins):
                 if (id(project), i) not in self._folders or origin.source == mapped:
-                    work.rescans.add((slug, i))
+                    work.scans.add((slug, i, ""))
             self.listener.project_changed(project)
 
     # --- mapped sources (Gemini CLI) ----------------------------------------------
@@ -646,7 +637,7 @@ class Watcher:
         log.warning("inotify queue overflowed; rescanning the loaded projects")
         for project in self.catalog.loaded().values():
             for i in range(len(project.origins)):
-                work.rescans.add((project.slug, i))
+                work.scans.add((project.slug, i, ""))
 
     def close(self) -> None:
         self.inotify.close()

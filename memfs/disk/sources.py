@@ -153,17 +153,11 @@ def scan(
     """
     result = Scan()
     below = split(under)
-    if len(below) > MAX_DEPTH:  # as a whole scan would: there or not, never looked into
-        try:
-            with open_folder(root, [*parts, *below]):
-                pass
-        except OSError:
-            result.exists = False
-            return result
-        result.left_out.append((under, f"{NOT_READ}deeper than {MAX_DEPTH} folders"))
-        return result
     try:
         with open_folder(root, [*parts, *below]) as fd:
+            if len(below) > MAX_DEPTH:  # as a whole scan leaves it: there, never looked into
+                result.left_out.append((under, f"{NOT_READ}deeper than {MAX_DEPTH} folders"))
+                return result
             top_only = only if not below else None  # only names the origin's top level
             _scan_dir(fd, f"{under}/" if below else "", max_bytes, result, len(below), top_only)
     except FileNotFoundError:
