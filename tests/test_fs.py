@@ -687,6 +687,133 @@ async def test_a_read_open_after_a_change_reads_the_version_shown_now(
     ops._check()
 
 
+def whole_ways(ops: MemFS, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts the opens that take the whole way (`MemFS._open`), not the warm one."""
+    calls: list[int] = []
+    whole_way = ops._open
+
+    async def counted(inode: int, flags: int, ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
+        calls.append(inode)
+        return await whole_way(inode, flags, ctx)
+
+    monkeypatch.setattr(ops, "_open", counted)
+    return calls
+
+
+async def test_a_warm_open_checks_only_the_disk_and_reads_through_the_kept_descriptor(
+    sample: Sample, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kernel.py: once an open took the whole way and was served through the page cache
+    with the record's descriptor, the next read-only open of that inode, the view and the
+    file unchanged, is answered from the record."""
+    ops = sample.ops
+    a = await walk(ops, f"{CLAUDE_SLUG}/a.md")
+    assert await cat(ops, a.st_ino) == OWN_A.encode()
+    assert await cat(ops, a.st_ino) == OWN_A.encode()
+    opens, fds = ops.stats.open, open_fds()
+    whole = whole_ways(ops, monkeypatch)
+    first = await ops.open(a.st_ino, os.O_RDONLY, CTX)
+    second = await ops.open(a.st_ino, os.O_RDONLY, FakeContext(pid=os.getpid() + 1))
+    assert whole == []
+    assert first.keep_cache
+    assert not first.direct_io
+    assert ops.files.get(first.fh).borrowed  # no descriptor of its own: no openat, no close
+    assert await read_all(ops, first.fh) == OWN_A.encode()
+    assert await read_all(ops, second.fh) == OWN_A.encode()
+    assert ops.kernel.holds_other(a.st_ino, None)  # two readers of its pages
+    for info in (first, second):
+        await ops.flush(info.fh)
+        await ops.release(info.fh)
+    assert ops.stats.open == opens + 2
+    assert open_fds() == fds
+    assert not ops.kernel.holds_other(a.st_ino, None)  # both readers counted out
+    # Any open but a plain read takes the whole way.
+    for flags in (os.O_WRONLY, os.O_RDWR, os.O_RDONLY | os.O_APPEND):
+        info = await ops.open(a.st_ino, flags, CTX)
+        await ops.release(info.fh)
+    assert whole == [a.st_ino] * 3
+    ops._check()
+
+
+def _touched_on_disk(sample: Sample, path: str) -> bytes:
+    os.utime(sample.own / path, ns=(time.time_ns(), time.time_ns()))
+    return (sample.own / path).read_bytes()
+
+
+def _appended_on_disk(sample: Sample, path: str) -> bytes:
+    with (sample.own / path).open("ab") as f:
+        f.write(b"appended on disk\n")
+    return (sample.own / path).read_bytes()
+
+
+def _unlinked_on_disk(sample: Sample, path: str) -> bytes:
+    """The watcher not told yet: the view still shows the version, which the whole way
+    serves from the descriptor it holds (as a local reader's open descriptor would)."""
+    body = (sample.own / path).read_bytes()
+    (sample.own / path).unlink()
+    return body
+
+
+def _newer_in_another_source(sample: Sample, path: str) -> bytes:
+    """Not published yet (a watcher's pass takes in all its batches first): the view
+    alone changed, and the file the record keeps is just as it was."""
+    write(sample.pi / path, "b, as pi wrote it later\n", at(50))
+    rescan(sample.ops)
+    return b"b, as pi wrote it later\n"
+
+
+def _invalidated(sample: Sample, path: str) -> bytes:
+    ino = sample.ops.inodes.known((CLAUDE_SLUG, path))
+    assert ino is not None
+    sample.ops.kernel.inode(ino)  # what every change the kernel must forget queues
+    return (sample.own / path).read_bytes()
+
+
+async def _opened_for_writing(sample: Sample, path: str) -> bytes:
+    ino = sample.ops.inodes.known((CLAUDE_SLUG, path))
+    assert ino is not None
+    writer = await sample.ops.open(ino, os.O_RDWR, CTX)
+    assert await sample.ops.write(writer.fh, 0, b"O") == 1  # its stage is made now
+    return (sample.own / path).read_bytes()  # others read the committed bytes meanwhile
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        _touched_on_disk,
+        _appended_on_disk,
+        _unlinked_on_disk,
+        _newer_in_another_source,
+        _invalidated,
+        _opened_for_writing,
+    ],
+)
+async def test_a_warm_open_after_a_change_takes_the_whole_way(
+    sample: Sample,
+    monkeypatch: pytest.MonkeyPatch,
+    change: Callable[[Sample, str], bytes | Awaitable[bytes]],
+) -> None:
+    """What fails the warm record's check or clears it: the disk's fstat, the project's
+    generation, an invalidation of the inode, a writer. The open after it reads what the
+    whole way serves: the view's version, or what the disk shows."""
+    ops = sample.ops
+    path = "b.md" if change is _newer_in_another_source else "a.md"  # b.md: work's alone
+    found = await walk(ops, f"{CLAUDE_SLUG}/{path}")
+    body = await cat(ops, found.st_ino)
+    await cat(ops, found.st_ino)
+    whole = whole_ways(ops, monkeypatch)
+    assert await cat(ops, found.st_ino) == body
+    assert whole == []  # warm
+    expected = change(sample, path)
+    if not isinstance(expected, bytes):
+        expected = await expected
+    whole.clear()
+    again = await ops.open(found.st_ino, os.O_RDONLY, FakeContext(pid=os.getpid() + 1))
+    assert whole == [found.st_ino]
+    assert await read_all(ops, again.fh) == expected
+    await ops.release(again.fh)
+
+
 async def test_history_files_read_the_version_they_name(sample: Sample) -> None:
     ops = sample.ops
     found = await walk(ops, f"{CLAUDE_SLUG}/{WORK_A_HISTORY}")

@@ -59,8 +59,9 @@ from memfs.view.project import Kind, Leaf, Project
 log = logging.getLogger(__name__)
 
 STATUS_XATTR = os.fsencode(status.STATUS_XATTR)
+# Open flags of anything but a plain read: those never take the warm way (kernel.py).
+NOT_ONLY_READ = os.O_WRONLY | os.O_RDWR | os.O_TRUNC | os.O_APPEND
 TRUNCATE_PATIENCE = 0.5  # seconds an O_TRUNC open waits for cached reads to finish
-# Open flags a shared read open never has (kernel.Share): those take the long way.
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -135,7 +136,7 @@ class MemFS(pyfuse3.Operations):
         )
         self.reads = ReadOpens(
             self.kernel, self.files, self.pins, self.renderings, self.projects.recheck,
-            self.stages.index_reads,
+            self.stages.index_reads, self.catalog.loaded,
         )  # fmt: skip
         # Pieces with one job each: what a key means and which project it needs (keys.py,
         # loading.py), how a read is served (kernel.ReadOpens), a writer's stage and every
@@ -249,9 +250,17 @@ class MemFS(pyfuse3.Operations):
 
     # --- reading ---------------------------------------------------------------------
 
-    @_handler
     async def open(self, inode: int, flags: int, ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
+        # Not wrapped in _handler: a warm read-only open (most of them) raises nothing.
         self.stats.open += 1
+        if not flags & NOT_ONLY_READ:
+            served = self.reads.open_warm(inode, ctx.pid)
+            if served is not None:
+                return served
+        return await self._open(inode, flags, ctx)
+
+    @_handler
+    async def _open(self, inode: int, flags: int, ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
         key = keys.key_of(self.inodes, inode)
         slug, path = key
         if not path or key in (HERE_KEY, GLOBAL_KEY):
@@ -383,9 +392,14 @@ class MemFS(pyfuse3.Operations):
         if f is not None and f.writer:
             await self.stages.fsync(f)
 
-    @_handler
     async def release(self, fh: int) -> None:
+        # Not wrapped in _handler: a reader of the page cache's record (most) raises nothing.
         self.stats.release += 1
+        if not self.reads.released(fh):
+            await self._release(fh)
+
+    @_handler
+    async def _release(self, fh: int) -> None:
         f = self.files.get(fh)
         if f is None:
             return
@@ -562,10 +576,6 @@ class MemFS(pyfuse3.Operations):
         self, parent_inode: int, name: bytes, mode: int, rdev: int, ctx: pyfuse3.RequestContext
     ) -> pyfuse3.EntryAttributes:
         raise _err(errno.EPERM)
-
-    # --- plans: one apply, then absorb, then publish ---------------------------------
-
-    # --- keeping the kernel true after a change --------------------------------------
 
     # --- status ----------------------------------------------------------------------
 

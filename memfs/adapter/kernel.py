@@ -32,6 +32,16 @@ that no read ever combines two versions:
   next open of that version costs an fstat instead of an openat, an fstat and a close
   (`Kernel.reuse`); the fstat is what makes it safe. An open served with direct I/O reads
   through a copy of its own: the record may close its descriptor whenever it is dropped.
+* An open that took the whole way above and was served through the page cache with the
+  record's descriptor leaves the record *warm* (`Kernel.warmed`): what it checked holds
+  until the project's view changes (its generation moves) or the inode does (an
+  invalidation, an O_TRUNC open, another version's open: each clears it). The next
+  read-only open of that inode then checks the project's generation, whether a writer
+  opened the file since, and what the view cannot know, the disk: an fstat of the kept
+  descriptor shows the same version, still linked (`ReadOpens.open_warm`). A warm `cat`
+  is most of what agents do, and every Python statement of its open costs a request
+  several times what it costs in a loop (its code and objects are no longer in the CPU's
+  caches by then).
 
 Invalidations are sent by `Kernel.run`, a task of its own, from a worker thread: a notify
 sent inside a handler can deadlock the mount (FUSE-NOTES).
@@ -60,7 +70,7 @@ from memfs.disk.pins import Pins
 from memfs.disk.staging import Stage
 from memfs.rules.tree import parent_of
 from memfs.view.catalog import Catalog
-from memfs.view.project import MEMORY, PREAMBLE, Kind, Leaf, Project
+from memfs.view.project import MEMORY, PREAMBLE, Kind, Leaf, Project, Version
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +103,13 @@ class _Cached:
     # That version's descriptor, kept while the kernel may hold its pages: the next open of
     # the same version reads through it once an fstat shows it is still that version.
     fd: int = -1
+    # Warm (the rule above): what the last open that took the whole way read, from which
+    # project object (a reloaded one is another) at which generation of its view. Set by
+    # `warmed`, cleared (``project`` None) by any change of the inode.
+    key: Key = ("", "")
+    version: Version | None = None
+    project: Project | None = None
+    generation: int = 0
 
 
 class Kernel:
@@ -128,6 +145,7 @@ class Kernel:
         if cached.token == token:
             cached.readers += 1
             return True
+        cached.project = None
         # Pages or a size of another version may be held: this open reads past them, and
         # if nobody reads that version any more the kernel is told to drop them, so the
         # next open finds the cache clean.
@@ -159,6 +177,34 @@ class Kernel:
             f.borrowed = self._keep_fd(f.ino, f.fd)
         elif not served and f.borrowed:
             f.fd, f.borrowed = os.dup(f.fd), False
+
+    def warmed(self, f: OpenFile, project: Project) -> None:
+        """``f``, an open of a plain file served through the page cache with the record's
+        descriptor, checked everything the next open of its inode may skip (`open_warm`)."""
+        cached = self._cached.get(f.ino)
+        if f.version is not None and cached is not None and cached.fd == f.fd:
+            cached.key, cached.version = f.key, f.version
+            cached.project, cached.generation = project, project.generation
+
+    def open_warm(self, ino: int) -> _Cached | None:
+        """The record of ``ino`` if it is warm and its kept descriptor shows the version it
+        checked, still linked on disk: counted a reader (pair with `closed`); None: the
+        open takes the whole way."""
+        cached = self._cached.get(ino)
+        if cached is None or cached.project is None:
+            return None
+        v = cached.version
+        assert v is not None
+        try:
+            st = os.fstat(cached.fd)
+        except OSError:
+            return None
+        if st.st_mtime_ns != v.mtime_ns or st.st_size != v.size or st.st_ino != v.ino:
+            return None
+        if not st.st_nlink:
+            return None  # unlinked on disk, the watcher not told yet
+        cached.readers += 1
+        return cached
 
     def _keep_fd(self, ino: int, fd: int) -> bool:
         """Keep ``fd`` with the record of ``ino``; False when one is kept already or too
@@ -196,6 +242,8 @@ class Kernel:
         so that no reader's read is cut at 0. Pair with `truncated`."""
         self._writers_coming[ino] += 1
         cached = self._cached.get(ino)
+        if cached is not None:
+            cached.project = None
         if cached is None or not cached.readers:
             return
         drained = self._drained.setdefault(ino, trio.Event())
@@ -222,6 +270,9 @@ class Kernel:
 
     def inode(self, ino: int) -> None:
         """The kernel must forget ``ino``'s attributes and pages."""
+        cached = self._cached.get(ino)
+        if cached is not None:
+            cached.project = None  # the view changed: the next open checks it again
         if self.enabled:
             self._queued[ino] += 1
             self._send.send_nowait(("inode", ino, b""))
@@ -329,6 +380,7 @@ class ReadOpens:
         renderings: Renderings,
         recheck: Callable[[Project, int, str], None],
         index_reads: IndexReads,
+        loaded: Callable[[], dict[str, Project]],
     ) -> None:
         self.kernel = kernel
         self.files = files
@@ -336,6 +388,7 @@ class ReadOpens:
         self.renderings = renderings
         self.recheck = recheck  # the watcher looks again at a file the disk holds anew
         self.index_reads = index_reads  # what each process read of MEMORY.md (§5.3)
+        self.loaded = loaded  # the catalog's loaded projects, by slug
 
     def own_stage(self, ino: int, pid: int) -> Stage | None:
         """The stage through which thread ``pid`` writes ``ino`` itself, if it does: its
@@ -377,11 +430,34 @@ class ReadOpens:
         served = kernel.open(f.ino, token) if current and not writing else None
         f.token = token if served is not None else None
         kernel.lend(f, served)
+        if served and f.borrowed and f.data is None and not project.is_index(f.key[1]):
+            kernel.warmed(f, project)
         # Direct I/O: every read comes from this open's descriptor, and is not capped by a
         # size the kernel may hold from another version.
         return pyfuse3.FileInfo(
             fh=self.files.add(f), direct_io=served is None, keep_cache=served is True
         )
+
+    def open_warm(self, ino: int, pid: int) -> pyfuse3.FileInfo | None:
+        """A read-only open of a plain file served as the last open of its inode was, when
+        nothing changed since but what an fstat shows (`Kernel.open_warm`); None: take the
+        whole way (`open`). Registers it in `files`."""
+        if self.files.has_writers(ino):
+            return None  # a writer opened it since: its own reads and everyone's size differ
+        cached = self.kernel.open_warm(ino)
+        if cached is None:
+            return None
+        project = self.loaded().get(cached.key[0])
+        if project is None or project is not cached.project:
+            self.kernel.closed(ino)  # it was dropped or built again: the whole way
+            return None
+        if project.generation != cached.generation:
+            self.kernel.closed(ino)  # its view changed since: the whole way
+            return None
+        f = OpenFile(
+            ino, cached.key, cached.version, cached.fd, borrowed=True, token=cached.token, pid=pid
+        )
+        return pyfuse3.FileInfo(fh=self.files.add(f), keep_cache=True)
 
     def pin(self, f: OpenFile, project: Project) -> bool:
         """Open the version ``f`` reads; False when the disk holds another one by now (it is
@@ -395,6 +471,16 @@ class ReadOpens:
         if not current:
             self.recheck(project, v.origin, v.path)
         return current
+
+    def released(self, fh: int) -> bool:
+        """Release ``fh`` if it reads through the page cache's record (kernel.lend): it
+        closes nothing. False for every other handle (`release`, and its stage's end)."""
+        f = self.files.get(fh)
+        if f is None or not f.borrowed or f.writer:
+            return False
+        self.files.pop(fh)
+        self.kernel.closed(f.ino)
+        return True
 
     def release(self, f: OpenFile) -> None:
         """``f`` was released: its own descriptor closed, the page cache's readers counted."""

@@ -135,7 +135,7 @@ class OpenFiles:
 
     def pop(self, fh: int) -> OpenFile | None:
         f = self._by_fh.pop(fh, None)
-        if f is not None and self._pending.get(f.key) is f:
+        if f is not None and self._pending and self._pending.get(f.key) is f:
             del self._pending[f.key]
         return f
 
