@@ -52,7 +52,7 @@ from memfs.adapter.writing import OpenFile, OpenFiles
 from memfs.disk import procs, staging
 from memfs.disk.config import Config
 from memfs.disk.pins import Pins
-from memfs.view import indexes, writes
+from memfs.view import writes
 from memfs.view.catalog import Catalog
 from memfs.view.project import Kind, Leaf, Project
 
@@ -437,7 +437,6 @@ class MemFS(pyfuse3.Operations):
         size = attr.st_size if fields.update_size else None
         atime = attr.st_atime_ns if fields.update_atime else None
         mtime = attr.st_mtime_ns if fields.update_mtime else None
-        asked = atime is not None or mtime is not None
         f = self.files.get(fh) if fh is not None else self.files.pending(key)
         if f is not None and f.writer and (f.stage is not None or size is not None):
             # ftruncate, fchmod, futimens on a handle being written: its stage changes.
@@ -446,19 +445,13 @@ class MemFS(pyfuse3.Operations):
             await self.stages.free(f)
             f.set_attrs(self.config, mode=mode, size=size, atime_ns=atime, mtime_ns=mtime)
             return self.shown.writers(f, self.inodes.detached(f.ino))
-        if mode is None and size is None and not asked:
+        if mode is None and size is None and atime is None and mtime is None:
             return await self._attrs_of(inode, key)
         if key in (ROOT_KEY, HERE_KEY, GLOBAL_KEY):
             raise _err(errno.EPERM)  # memfs's own: the root holds projects only
         self._writable(key)
         project = await self.projects.get(key[0])
-        planner = self.stages.planner(project, ctx.pid)
-        times = planner.times(key[1], atime, mtime) if asked else None
-        if project.is_index(key[1]):  # a truncate of it is a save of the view (§5.3)
-            plan = indexes.plan_attrs(planner, mode=mode, size=size, times=times, path=key[1])
-        else:
-            plan = planner.set_attrs(key[1], mode=mode, size=size, times=times)
-        await self.stages.run(project, plan)
+        await self.stages.set_attrs(project, key[1], ctx.pid, mode, size, (atime, mtime))
         return self.shown.of(inode, key, project)
 
     @_handler

@@ -151,6 +151,25 @@ class Stages:
         else:
             await self.run(project, planner.rename(src, dst, flags))
 
+    async def set_attrs(
+        self,
+        project: Project,
+        path: str,
+        pid: int,
+        mode: int | None,
+        size: int | None,
+        times: tuple[int | None, int | None],
+    ) -> None:
+        """chmod, truncate, utimens of ``path`` by thread ``pid``, through no open handle
+        (§7.3); None keeps what it has. A truncate of MEMORY.md is a save of the view (§5.3)."""
+        planner = self.planner(project, pid)
+        kept = planner.times(path, *times) if times != (None, None) else None
+        if project.is_index(path):
+            plan = indexes.plan_attrs(planner, mode=mode, size=size, times=kept, path=path)
+        else:
+            plan = planner.set_attrs(path, mode=mode, size=size, times=kept)
+        await self.run(project, plan)
+
     # --- making a stage -------------------------------------------------------------
 
     async def open(
