@@ -509,6 +509,26 @@ def test_warm_cats_still_see_every_change(sandbox: Sandbox, mounts: Mounts) -> N
     warm(b"as another machine wrote it\n")
 
 
+def test_a_warm_cat_sees_the_head_move_to_another_source(sandbox: Sandbox, mounts: Mounts) -> None:
+    """The file read warm stays as it was on disk while the head moves to another source's
+    newer version: the warm open (kernel.py) must see that the view changed."""
+    build_shop(sandbox)
+    mounts()
+    deploys = sandbox.mnt(SLUG, "deploys.md")
+    for _ in range(3):  # the third open is a warm one
+        assert sandbox.out("cat", deploys) == b"Fridays, never.\n"
+    sandbox.write("pi", PI_SLUG, "deploys.md", "Thursdays now.\n", 0)
+
+    def seen() -> bool:
+        got = sandbox.out("cat", deploys)
+        assert got in (b"Fridays, never.\n", b"Thursdays now.\n"), got
+        return got == b"Thursdays now.\n"
+
+    wait_until(seen, SOON, "pi's newer deploys.md as the head")
+    for _ in range(3):
+        assert sandbox.out("cat", deploys) == b"Thursdays now.\n"
+
+
 def test_inode_numbers_are_stable_across_walks(sandbox: Sandbox, mounts: Mounts) -> None:
     p = build_shop(sandbox)
     for i in range(20):
