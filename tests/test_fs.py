@@ -762,6 +762,14 @@ def _newer_in_another_source(sample: Sample, path: str) -> bytes:
     return b"b, as pi wrote it later\n"
 
 
+def _built_again(sample: Sample, path: str) -> bytes:
+    """Another Project object shows the slug, with the very same files: the one the warm
+    record names is let go."""
+    catalog = sample.ops.catalog
+    catalog.adopt(catalog.build(CLAUDE_SLUG))
+    return (sample.own / path).read_bytes()
+
+
 def _invalidated(sample: Sample, path: str) -> bytes:
     ino = sample.ops.inodes.known((CLAUDE_SLUG, path))
     assert ino is not None
@@ -784,6 +792,7 @@ async def _opened_for_writing(sample: Sample, path: str) -> bytes:
         _appended_on_disk,
         _unlinked_on_disk,
         _newer_in_another_source,
+        _built_again,
         _invalidated,
         _opened_for_writing,
     ],
@@ -794,7 +803,8 @@ async def test_a_warm_open_after_a_change_takes_the_whole_way(
     change: Callable[[Sample, str], bytes | Awaitable[bytes]],
 ) -> None:
     """What fails the warm record's check or clears it: the disk's fstat, the project's
-    generation, an invalidation of the inode, a writer. The open after it reads what the
+    generation (a change of its view, or another object built for it), an invalidation of
+    the inode, a writer. The open after it reads what the
     whole way serves: the view's version, or what the disk shows."""
     ops = sample.ops
     path = "b.md" if change is _newer_in_another_source else "a.md"  # b.md: work's alone
