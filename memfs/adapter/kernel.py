@@ -417,7 +417,8 @@ class ReadOpens:
             f.data = project.memory_index(f.key[1])
         else:
             f.version = leaf.version
-        if project.is_index(f.key[1]):
+        index = project.is_index(f.key[1])
+        if index:
             # What this process read: a save of the index it makes is a change of that.
             self.index_reads.noted(f.pid, f.key, f.data or project.memory_index(f.key[1]))
         token = token_of_leaf(project, leaf)
@@ -430,7 +431,7 @@ class ReadOpens:
         served = kernel.open(f.ino, token) if current and not writing else None
         f.token = token if served is not None else None
         kernel.lend(f, served)
-        if served and f.borrowed and f.data is None and not project.is_index(f.key[1]):
+        if served and f.borrowed and f.data is None and not index:
             kernel.warmed(f, project)
         # Direct I/O: every read comes from this open's descriptor, and is not capped by a
         # size the kernel may hold from another version.

@@ -391,11 +391,11 @@ def discover(env: Mapping[str, str]) -> tuple[SourceSpec, ...]:
     ]
     if codex.is_absolute():
         tools.append(("codex", codex, lambda name, why: codex_source(name, codex, why)))
-    if not found and not any(folder.is_dir() for _, folder, _ in tools):
+    there = {name: folder.is_dir() for name, folder, _ in tools}  # one look each
+    if not found and not any(there.values()):
         return ()
     for name, folder, source in tools:
-        there = folder.is_dir()
-        why = f"{folder} exists" if there else f"{folder} is not there yet: shown once made"
+        why = f"{folder} exists" if there[name] else f"{folder} is not there yet: shown once made"
         if name == "codex" and codex_env:
             why = f"$CODEX_HOME is set; {why}"
         found.append(source(_unique(name, found), why))
