@@ -17,15 +17,15 @@ Threading: ``run_foreground`` owns the process's main thread: ``pyfuse3.init`` t
 on that one trio thread; blocking work (the readiness stat, the stale-stage sweep) goes to
 ``workers.run``. Stop signals are blocked from just before the mount until the signal
 task listens. ``probe`` runs its statfs in a daemon thread so that a hung mount costs a
-timeout, not the caller. Everything else here is synchronous and runs before or after the
-trio loop (or in the parent process, for background mode).
+timeout, not the caller. One more thread, started first, answers SIGUSR1 with every
+thread's traceback (memfs.app.tracebacks). Everything else here is synchronous and runs
+before or after the trio loop (or in the parent process, for background mode).
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import faulthandler
 import json
 import logging
 import os
@@ -50,7 +50,7 @@ from memfs.adapter import workers
 from memfs.adapter.fs import STATUS_XATTR, MemFS
 from memfs.adapter.watch import Watcher
 from memfs.app import mountpoint as bare
-from memfs.app import notify
+from memfs.app import notify, tracebacks
 from memfs.app.mountpoint import fuse_connection
 from memfs.disk import procs, sources, staging, state
 from memfs.disk.config import Config, ConfigError, check_mount
@@ -339,9 +339,9 @@ def run_foreground(
     # Started by start_background, which holds them back while it forks: until the mount
     # exists, a stop signal needs no cleanup and may end the process at once.
     signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+    tracebacks.answer_dump_signal()  # first: every thread started later blocks SIGUSR1
     state.make_private(config.state_dir)  # first: whiteouts saved while serving land there
     mountpoint = prepare(config, mountpoint)
-    faulthandler.register(signal.SIGUSR1)
     _raise_descriptor_limit()  # before MemFS: its kept descriptors are shares of the limit
     ops = MemFS(config, mountpoint)
     # From the mount on, a stop must unmount cleanly: hold stop signals back until the
