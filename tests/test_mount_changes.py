@@ -11,6 +11,8 @@ doing what ``cat`` does (open, read to the end, close) and a thread running the 
 bytes for a touch, the original plus whole appended lines for an append, each byte one of
 the two versions' for a rewrite in place. The loops that caught the failures in the field
 run 20 s (a touch, an append, on disk); the others 8 s.
+
+One more change on disk: a project folder moved away, seen from a process inside it.
 """
 
 from __future__ import annotations
@@ -365,6 +367,32 @@ def test_descriptor_open_across_a_touch_on_disk_reads(
     finally:
         os.close(fd)
     assert read_whole(view) == BODY
+
+
+def test_a_project_moved_away_on_disk_is_gone_for_a_process_inside_it(
+    sandbox: Sandbox, mounts: Mounts
+) -> None:
+    """The project's only folder moved out of its source on disk (one event, at the
+    source's root): a process whose working folder is in the project sees its file go,
+    not the kernel's entry of an hour."""
+    disk = sandbox.write(OWN, SLUG, NAME, BODY, age_days=1)
+    mounts()
+    inside = os.open(sandbox.mnt(SLUG), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        assert os.stat(NAME, dir_fd=inside).st_size == len(BODY)  # the kernel holds it
+        os.rename(disk.parent.parent, sandbox.base / "moved-away")
+
+        def gone() -> bool:
+            try:
+                os.stat(NAME, dir_fd=inside)
+            except FileNotFoundError:
+                return True
+            return False
+
+        wait_until(gone, 3 * SOON, "the file gone for a process inside the project")
+    finally:
+        os.close(inside)
+    assert os.listdir(sandbox.mnt(SLUG)) == ["PREAMBLE.md"]  # a project no source holds (§4)
 
 
 def test_touch_through_the_mount_while_reading_never_fails(

@@ -86,6 +86,36 @@ async def test_a_source_root_created_after_the_mount_is_watched_and_listed(
         watcher.close()
 
 
+async def test_a_loaded_project_moved_away_at_the_root_tells_what_it_lost(
+    tmp_path: Path,
+) -> None:
+    """A project folder moved out of the source's root (no event for its files): the
+    catalog lets the loaded project go, and its files' changes still reach the listener,
+    which the kernel needs for a process whose working folder is in that project."""
+    own = tmp_path / "own" / "projects"
+    (own / SLUG / "memory").mkdir(parents=True)
+    (own / SLUG / "memory" / "a.md").write_text("a\n")
+    catalog = Catalog(load(tmp_path, {"own": own}))
+    recorder = Recorder()
+    watcher = Watcher(catalog, recorder)
+    project = await watcher.load(SLUG)
+    assert project is not None
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(watcher.run)
+            await watcher.listing()
+            recorder.projects.clear()
+            os.rename(own / SLUG, tmp_path / "away")
+            await eventually(lambda: not catalog.has(SLUG), "the project leaves the listing")
+            await eventually(lambda: SLUG in recorder.projects, "its changes are told")
+            assert project.tree.leaf("a.md") is None
+            assert SLUG not in catalog.loaded()
+            assert catalog.take_dropped() == []  # told once
+            nursery.cancel_scope.cancel()
+    finally:
+        watcher.close()
+
+
 async def test_files_in_a_new_folder_of_a_loaded_project_are_seen(tmp_path: Path) -> None:
     own = tmp_path / "own" / "projects"
     (own / SLUG / "memory").mkdir(parents=True)

@@ -600,6 +600,8 @@ class Watcher:
         each of its folders is read again, as one back in a project it left was watched all
         along)."""
         self.listener.root_changed(slug)
+        for dropped in self.catalog.take_dropped():
+            self.listener.project_changed(dropped)
         project = self.catalog.loaded().get(slug)
         if project is not None:
             # A new folder of a loaded project: registered empty, scanned and watched now.

@@ -48,6 +48,8 @@ class Catalog:
         # canonical slug -> {(source index, folder name in that source's root)}
         self._slugs: SortedDict[str, set[tuple[int, str]]] | None = None
         self._projects: dict[str, Project] = {}  # canonical slug -> loaded project
+        # loaded projects let go with their last folder, whose changes are still to tell
+        self._dropped: list[Project] = []
         self._empty: dict[str, Project] = {}  # canonical slug no source holds -> its view
         # root changes before the listing: (added, source, folder name, mapped slug)
         self._early: list[tuple[bool, int, str, str | None]] = []
@@ -232,7 +234,15 @@ class Catalog:
                 project.rescan(i, sources.Scan(exists=False))  # every version of it goes
             if not folders:
                 del self._projects[canonical]
+                self._dropped.append(project)
         return canonical
+
+    def take_dropped(self) -> list[Project]:
+        """The loaded projects let go since the last call, each with its tree's changes
+        (every file gone) still to tell the kernel: a process whose working folder is in
+        one still reaches its entries."""
+        dropped, self._dropped = self._dropped, []
+        return dropped
 
     def remap(self, source: int, mapping: dict[str, str]) -> list[str]:
         """Mapped source ``source``'s folders map as ``mapping`` says now (folder name ->
