@@ -15,6 +15,7 @@ writes every thread's traceback as the process ends.
 from __future__ import annotations
 
 import faulthandler
+import logging
 import signal
 import sys
 import threading
@@ -23,6 +24,8 @@ from types import FrameType
 from typing import TextIO
 
 DUMP_SIGNAL = signal.SIGUSR1
+
+log = logging.getLogger(__name__)
 
 
 def answer_dump_signal(stream: TextIO | None = None) -> None:
@@ -62,6 +65,8 @@ def _answer(stream: TextIO | None) -> None:
             out.flush()
         except (OSError, ValueError):  # the log is gone or closed: nothing to write to
             pass
+        except Exception:  # a dump gone wrong must not end the thread that answers
+            log.exception("%s: no traceback dump", DUMP_SIGNAL.name)
 
 
 def dump() -> str:
