@@ -42,10 +42,40 @@ class FakeToken:
         return self.accepted[-1][2] if self.accepted else 0
 
 
+# Every field of an EntryAttributes the adapter sets.
+ENTRY_FIELDS = (
+    "st_ino",
+    "generation",
+    "entry_timeout",
+    "attr_timeout",
+    "st_mode",
+    "st_nlink",
+    "st_uid",
+    "st_gid",
+    "st_rdev",
+    "st_size",
+    "st_blksize",
+    "st_blocks",
+    "st_atime_ns",
+    "st_mtime_ns",
+    "st_ctime_ns",
+)
+
+
+def fields(attrs: pyfuse3.EntryAttributes) -> dict[str, float]:
+    return {f: getattr(attrs, f) for f in ENTRY_FIELDS}
+
+
 def fake_readdir_reply(
     token: FakeToken, name: bytes, attrs: pyfuse3.EntryAttributes, next_id: int
 ) -> bool:
-    """``pyfuse3.readdir_reply``: True while the buffer has room, as the kernel's would."""
+    """``pyfuse3.readdir_reply``: True while the buffer has room, as the kernel's would.
+    It copies the attributes as pyfuse3 does (into the reply buffer): the caller may
+    change the object for the next entry."""
+    sent = pyfuse3.EntryAttributes()
+    for f, value in fields(attrs).items():
+        setattr(sent, f, value)
+    attrs = sent
     if token.room is not None and len(token.accepted) >= token.room:
         token.refused.append((name, attrs, next_id))
         return False

@@ -23,7 +23,7 @@ from types import SimpleNamespace
 
 import pyfuse3
 import pytest
-from fakes import FakeContext, FakeToken
+from fakes import FakeContext, FakeToken, fields
 from helpers import (
     B_BODY,
     CLAUDE_SLUG,
@@ -322,6 +322,56 @@ async def test_readdir_entries_carry_the_same_attributes_as_lookup(sample: Sampl
     assert [next_id for _, _, next_id in token.accepted] == list(range(1, 8))
 
 
+def spy_shown(ops: MemFS, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
+    """The keys whose attributes the adapter makes from now on (`Shown.of`)."""
+    made: list[tuple[str, str]] = []
+    of = ops.shown.of
+
+    def spied(ino: int, key: tuple[str, str], project: object) -> pyfuse3.EntryAttributes:
+        made.append(key)
+        return of(ino, key, project)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ops.shown, "of", spied)
+    return made
+
+
+@pytest.mark.usefixtures("readdir_reply")
+async def test_a_warm_readdir_sends_every_entry_as_the_first_made_it(
+    sample: Sample, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A listing keeps its entries' attributes packed and sends them through one object:
+    every field of every entry is what the first readdir made, a folder's link count, an
+    atime apart from the mtime and a time too late for the packing (made again) included."""
+    ops = sample.ops
+    os.utime(sample.own / "a.md", ns=(at(-7200), at(-60)))
+    write(sample.own / "late.md", "dated after 2262\n", 2**63 + 10**9)
+    project = await walk(ops, CLAUDE_SLUG)
+
+    async def entries() -> dict[bytes, dict[str, float]]:
+        fh = await ops.opendir(project.st_ino, CTX)
+        sent: dict[bytes, dict[str, float]] = {}
+        token = FakeToken()
+        while not sent or token.refused:  # 3 a reply, as a kernel with a small buffer asks
+            start, token = token.next_id, FakeToken(room=3)
+            await ops.readdir(fh, start, token)
+            sent |= {name: fields(a) for name, a, _ in token.accepted}
+        await ops.releasedir(fh)
+        return sent
+
+    first = await entries()
+    made = spy_shown(ops, monkeypatch)
+    assert await entries() == first
+    # Only the time past 2262 is made again (once more when a full reply refused it).
+    assert set(made) == {(CLAUDE_SLUG, "late.md")}
+    assert stat.S_ISDIR(int(first[b"sub"]["st_mode"]))
+    assert first[b"sub"]["st_nlink"] == 2
+    assert first[b"a.md"]["st_atime_ns"] == at(-7200) != first[b"a.md"]["st_mtime_ns"]
+    assert first[b"late.md"]["st_mtime_ns"] == 2**63 + 10**9
+    for name, sent in first.items():
+        found = await ops.lookup(project.st_ino, name, CTX)
+        assert sent == fields(found), name
+
+
 @pytest.mark.usefixtures("readdir_reply")
 async def test_readdir_lists_preamble_as_its_rendering_now(
     sample: Sample, monkeypatch: pytest.MonkeyPatch
@@ -341,7 +391,9 @@ async def test_readdir_lists_preamble_as_its_rendering_now(
         return next(a for name, a, _ in token.accepted if name == b"PREAMBLE.md")
 
     first = await preamble_entry()
-    assert await preamble_entry() is first  # kept: no rendering, no attributes made
+    made = spy_shown(ops, monkeypatch)
+    assert fields(await preamble_entry()) == fields(first)
+    assert made == []  # kept: no rendering, no attributes made
     assert b"later.md" not in await cat(ops, first.st_ino)
     later = SimpleNamespace(time_ns=lambda: now + 7200 * 10**9, monotonic_ns=time.monotonic_ns)
     monkeypatch.setattr(documents_module, "time", later)  # the rendering's clock

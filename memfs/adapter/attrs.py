@@ -12,6 +12,7 @@ import errno
 import os
 import stat
 import time
+from array import array
 from collections.abc import Callable, Collection
 from pathlib import Path
 
@@ -242,26 +243,63 @@ class Shown:
         e.st_atime_ns = atime_ns or mtime_ns
         return e
 
+    def packs(self, e: pyfuse3.EntryAttributes) -> bool:
+        """Whether ``e`` is what `entry` makes with the default timeout, so that a listing
+        may keep it as its `PACKED` fields and send it again through `sending`."""
+        return (
+            e.entry_timeout == e.attr_timeout == CACHE_TIMEOUT
+            and e.generation == 0
+            and e.st_uid == self.uid
+            and e.st_gid == self.gid
+            and e.st_rdev == 0
+            and e.st_blksize == 4096
+            and e.st_blocks == (e.st_size + 511) // 512
+            and e.st_ctime_ns == e.st_mtime_ns
+        )
+
+    def sending(self) -> pyfuse3.EntryAttributes:
+        """The one object readdir fills with each kept entry's fields in turn: pyfuse3
+        copies an entry into the reply as it is added (readdir_reply), so the next entry
+        may overwrite it."""
+        return self.entry(0, stat.S_IFREG, 0, 0)
+
+
+# What a listing keeps of an entry's attributes, as int64s: everything else is what
+# `Shown.entry` always makes (`Shown.packs`). Six ints an entry, not a pyfuse3
+# EntryAttributes (200 bytes): 3.3 MiB of the benchmark's fixture walked.
+PACKED = ("st_ino", "st_mode", "st_nlink", "st_size", "st_mtime_ns", "st_atime_ns")
+_WIDTH = len(PACKED)
+
 
 class Listing:
     """A folder's entries as one opendir saw them: names, keys and attributes by position.
     Attributes are kept only while nothing they depend on changed (their ``st_ino`` is set
     by readdir: a name takes a number only when it is listed): the project's generation
-    and the inode numbers' epoch are ``stamp``; None marks an entry computed at each
-    readdir (PREAMBLE.md, a file being created, every entry of the root).
+    and the inode numbers' epoch are ``stamp``. Entries that are never kept are computed at
+    each readdir (PREAMBLE.md, a file being created, every entry of the root).
 
     A project folder's listing holds its names (the tree's own strings) and the slug and
     prefix its keys are made of, not a key, an encoded name and a tuple per entry: kept
     listings of every folder a walk visited were 8 MiB of the benchmark's fixture so."""
 
-    __slots__ = ("_keys", "_names", "_prefix", "_slug", "attrs", "preamble", "stamp", "volatile")
+    __slots__ = (
+        "_given",
+        "_keys",
+        "_names",
+        "_packed",
+        "_prefix",
+        "_slug",
+        "preamble",
+        "stamp",
+        "volatile",
+    )
 
     def __init__(
         self,
         stamp: tuple[int, int],
         names: list[str],
         keys: list[Key] | None = None,
-        attrs: list[pyfuse3.EntryAttributes | None] | None = None,
+        given: list[pyfuse3.EntryAttributes | None] | None = None,
         *,
         slug: str = "",
         prefix: str = "",
@@ -272,9 +310,10 @@ class Listing:
         # Given keys (the root's, global/'s); None: (slug, prefix + name), a project's.
         self._keys = keys
         self._slug, self._prefix = slug, prefix
-        self.attrs: list[pyfuse3.EntryAttributes | None] = (
-            attrs if attrs is not None else [None] * len(names)
-        )
+        self._given = given  # attributes made with the listing (global/PREAMBLE.md's)
+        # The kept entries' `PACKED` fields, an st_ino of 0 for one not kept; made at the
+        # first entry kept.
+        self._packed: array[int] | None = None
         self.volatile = volatile  # names whose attributes are never kept
         # PREAMBLE.md's entry as readdir last made it, with the rendering it showed (at
         # most one): while the stamp holds and the project renders that very bytes object,
@@ -296,6 +335,9 @@ class Listing:
         keys = self._keys
         return keys[pos] if keys is not None else (self._slug, self._prefix + self._names[pos])
 
+    def given(self, pos: int) -> pyfuse3.EntryAttributes | None:
+        return self._given[pos] if self._given is not None else None
+
     def is_preamble(self, pos: int) -> bool:
         """Whether entry ``pos`` is a project's PREAMBLE.md (made again at each readdir)."""
         if self._keys is not None:
@@ -307,10 +349,34 @@ class Listing:
         return self.stamp == (project.generation, epoch)
 
     def keep(self, pos: int, attrs: pyfuse3.EntryAttributes) -> None:
-        """readdir computed entry ``pos``'s attributes while the stamp holds: the next
-        listing reuses them (PREAMBLE.md's and a file being created's are not kept)."""
-        if self._names[pos] not in self.volatile:
-            self.attrs[pos] = attrs
+        """readdir computed entry ``pos``'s attributes (a plain entry, `Shown.packs`, its
+        number given) while the stamp holds: the next listing sends them again
+        (PREAMBLE.md's and a file being created's are not kept)."""
+        if self._names[pos] in self.volatile:
+            return
+        packed = self._packed
+        if packed is None:
+            packed = self._packed = array("q", bytes(8 * _WIDTH * len(self._names)))
+        at = pos * _WIDTH
+        try:
+            packed[at : at + _WIDTH] = array("q", [getattr(attrs, f) for f in PACKED])
+        except OverflowError:
+            packed[at] = 0  # a time past 2262: made again at each readdir instead
+
+    def kept(self, pos: int, into: pyfuse3.EntryAttributes) -> bool:
+        """Fill ``into`` with entry ``pos``'s kept attributes; False if it has none."""
+        packed = self._packed
+        if packed is None:
+            return False
+        at = pos * _WIDTH
+        ino, mode, nlink, size, mtime, atime = packed[at : at + _WIDTH]
+        if not ino:
+            return False
+        into.st_ino, into.st_mode, into.st_nlink = ino, mode, nlink
+        into.st_size, into.st_blocks = size, (size + 511) // 512
+        into.st_mtime_ns = into.st_ctime_ns = mtime
+        into.st_atime_ns = atime
+        return True
 
 
 class Listings:

@@ -41,6 +41,7 @@ class OpenFolders:
         self._project = project  # a slug's project, loaded off the trio thread if need be
         self.listings = Listings(shown)  # folder -> entries with attributes, kept
         self._open: dict[int, Listing] = {}  # folder handle -> snapshot
+        self._sending = shown.sending()  # each kept entry's attributes, in turn
         self._next = 1
 
     def open_root(self) -> int:
@@ -94,14 +95,16 @@ class OpenFolders:
         # sent: a readdir that fails mid-way sends the kernel an error and none of them.
         taken: list[int] = []
         reply = pyfuse3.readdir_reply
-        kept_attrs = listing.attrs
+        sending = self._sending
         for pos in range(start_id, len(listing)):
-            attrs = kept_attrs[pos]
-            # A warm listing's entry is kept whole (with its number): nothing to do.
-            if attrs is None or not kept or not attrs.st_ino or listing.is_preamble(pos):
-                attrs = self._entry_attrs(listing, pos, project, kept)
-                if attrs is None:
+            # A warm listing's entry is kept whole (with its number): nothing to make.
+            if kept and listing.kept(pos, sending):
+                attrs = sending
+            else:
+                found = self._entry_attrs(listing, pos, project, kept)
+                if found is None:
                     continue  # vanished since opendir
+                attrs = found
             if not reply(token, listing.name(pos), attrs, pos + 1):
                 break
             taken.append(attrs.st_ino)
@@ -112,18 +115,18 @@ class OpenFolders:
     ) -> pyfuse3.EntryAttributes | None:
         """Listing entry ``pos``'s attributes made (and kept when they may be), its inode
         number given; None if it is gone."""
-        key, attrs = listing.key(pos), listing.attrs[pos]
+        key, attrs = listing.key(pos), listing.given(pos)
         try:
             if key[1] == PREAMBLE and project is not None:
                 return self._preamble_entry(listing, key, project, kept)
-            if attrs is None or (not kept and key[0]):  # global/PREAMBLE.md's: given
+            if attrs is None:  # given: global/PREAMBLE.md's
                 attrs = self.shown.of(0, key, project)
-                if kept:
-                    listing.keep(pos, attrs)
         except pyfuse3.FUSEError:
             return None
-        if not kept or not attrs.st_ino:  # a kept entry keeps its number with its stamp
+        if not kept or not attrs.st_ino:
             attrs.st_ino = self.renderings.inode_of(key)
+        if kept and self.shown.packs(attrs):
+            listing.keep(pos, attrs)
         return attrs
 
     def _preamble_entry(
