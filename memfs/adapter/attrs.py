@@ -11,8 +11,8 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import struct
 import time
-from array import array
 from collections.abc import Callable, Collection
 from pathlib import Path
 
@@ -265,10 +265,10 @@ class Shown:
 
 
 # What a listing keeps of an entry's attributes, as int64s: everything else is what
-# `Shown.entry` always makes (`Shown.packs`). Six ints an entry, not a pyfuse3
+# `Shown.entry` always makes (`Shown.packs`). 48 bytes an entry, not a pyfuse3
 # EntryAttributes (200 bytes): 3.3 MiB of the benchmark's fixture walked.
 PACKED = ("st_ino", "st_mode", "st_nlink", "st_size", "st_mtime_ns", "st_atime_ns")
-_WIDTH = len(PACKED)
+_ENTRY = struct.Struct(f"{len(PACKED)}q")
 
 
 class Listing:
@@ -313,7 +313,7 @@ class Listing:
         self._given = given  # attributes made with the listing (global/PREAMBLE.md's)
         # The kept entries' `PACKED` fields, an st_ino of 0 for one not kept; made at the
         # first entry kept.
-        self._packed: array[int] | None = None
+        self._packed: bytearray | None = None
         self.volatile = volatile  # names whose attributes are never kept
         # PREAMBLE.md's entry as readdir last made it, with the rendering it showed (at
         # most one): while the stamp holds and the project renders that very bytes object,
@@ -356,27 +356,27 @@ class Listing:
             return
         packed = self._packed
         if packed is None:
-            packed = self._packed = array("q", bytes(8 * _WIDTH * len(self._names)))
-        at = pos * _WIDTH
+            packed = self._packed = bytearray(_ENTRY.size * len(self._names))
+        at = pos * _ENTRY.size
         try:
-            packed[at : at + _WIDTH] = array("q", [getattr(attrs, f) for f in PACKED])
-        except OverflowError:
-            packed[at] = 0  # a time past 2262: made again at each readdir instead
+            _ENTRY.pack_into(packed, at, *(getattr(attrs, f) for f in PACKED))
+        except struct.error:  # a time past 2262, out of an int64: made at each readdir
+            packed[at : at + _ENTRY.size] = bytes(_ENTRY.size)  # pack_into stops half-way
 
-    def kept(self, pos: int, into: pyfuse3.EntryAttributes) -> bool:
-        """Fill ``into`` with entry ``pos``'s kept attributes; False if it has none."""
+    def kept(self, pos: int, into: pyfuse3.EntryAttributes) -> int:
+        """Fill ``into`` with entry ``pos``'s kept attributes and give its inode number;
+        0 if it has none kept."""
         packed = self._packed
         if packed is None:
-            return False
-        at = pos * _WIDTH
-        ino, mode, nlink, size, mtime, atime = packed[at : at + _WIDTH]
-        if not ino:
-            return False
-        into.st_ino, into.st_mode, into.st_nlink = ino, mode, nlink
-        into.st_size, into.st_blocks = size, (size + 511) // 512
-        into.st_mtime_ns = into.st_ctime_ns = mtime
-        into.st_atime_ns = atime
-        return True
+            return 0
+        entry: tuple[int, ...] = _ENTRY.unpack_from(packed, pos * _ENTRY.size)
+        ino, mode, nlink, size, mtime, atime = entry
+        if ino:
+            into.st_ino, into.st_mode, into.st_nlink = ino, mode, nlink
+            into.st_size, into.st_blocks = size, (size + 511) // 512
+            into.st_mtime_ns = into.st_ctime_ns = mtime
+            into.st_atime_ns = atime
+        return ino
 
 
 class Listings:

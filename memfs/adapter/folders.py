@@ -98,16 +98,17 @@ class OpenFolders:
         sending = self._sending
         for pos in range(start_id, len(listing)):
             # A warm listing's entry is kept whole (with its number): nothing to make.
-            if kept and listing.kept(pos, sending):
+            ino = listing.kept(pos, sending) if kept else 0
+            if ino:
                 attrs = sending
             else:
                 found = self._entry_attrs(listing, pos, project, kept)
                 if found is None:
                     continue  # vanished since opendir
-                attrs = found
+                attrs, ino = found, found.st_ino
             if not reply(token, listing.name(pos), attrs, pos + 1):
                 break
-            taken.append(attrs.st_ino)
+            taken.append(ino)
         self.inodes.looked_up_all(taken)
 
     def _entry_attrs(
