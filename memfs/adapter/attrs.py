@@ -338,12 +338,6 @@ class Listing:
     def given(self, pos: int) -> pyfuse3.EntryAttributes | None:
         return self._given[pos] if self._given is not None else None
 
-    def is_preamble(self, pos: int) -> bool:
-        """Whether entry ``pos`` is a project's PREAMBLE.md (made again at each readdir)."""
-        if self._keys is not None:
-            return self._keys[pos][1] == PREAMBLE
-        return not self._prefix and self._names[pos] == PREAMBLE
-
     def holds(self, project: Project, epoch: int) -> bool:
         """Whether its kept attributes still hold for ``project`` and the inode epoch."""
         return self.stamp == (project.generation, epoch)
