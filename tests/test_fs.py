@@ -144,12 +144,12 @@ async def test_forget_to_zero_keeps_the_inode_of_a_path_that_exists(sample: Samp
     project = await walk(ops, CLAUDE_SLUG)
     a = await ops.lookup(project.st_ino, b"a.md", CTX)
     assert (await ops.lookup(project.st_ino, b"a.md", CTX)).st_ino == a.st_ino
-    assert ops.inodes._lookups[a.st_ino] == 2
+    assert ops.inodes.lookups(a.st_ino) == 2
     await ops.forget([(a.st_ino, 1)])
-    assert ops.inodes._lookups[a.st_ino] == 1
+    assert ops.inodes.lookups(a.st_ino) == 1
     inodes = ops.status()["inodes"]
     await ops.forget([(a.st_ino, 1), (project.st_ino, 1)])
-    assert ops.inodes._lookups[a.st_ino] == 0
+    assert ops.inodes.lookups(a.st_ino) == 0
     # The path still exists: its number is kept, so the next walk gets the same one.
     assert ops.status()["inodes"] == inodes
     assert (await ops.getattr(a.st_ino, CTX)).st_size == len(OWN_A)
@@ -438,7 +438,7 @@ async def test_readdir_skips_an_entry_that_vanished_since_opendir(sample: Sample
     await ops.readdir(fh, first.next_id, second)
     await ops.releasedir(fh)
     assert first.names + second.names == [n for n in PROJECT_LISTING if n != "b.md"]
-    assert (CLAUDE_SLUG, "b.md") not in ops.inodes._by_key  # no number for what was skipped
+    assert ops.inodes.known((CLAUDE_SLUG, "b.md")) is None  # no number for what was skipped
 
 
 @pytest.mark.usefixtures("readdir_reply")
@@ -454,14 +454,14 @@ async def test_readdir_refusal_stops_and_the_next_call_resumes(sample: Sample) -
         await ops.readdir(fh, start, token)
         calls += 1
         for _, attrs, _ in token.accepted:
-            assert ops.inodes._lookups[attrs.st_ino] == 1  # every accepted entry counts as a lookup
+            assert ops.inodes.lookups(attrs.st_ino) == 1  # every accepted entry counts as a lookup
         if not token.refused:
             break
         # The kernel stops at the first refusal: exactly one entry offered and not counted.
         assert len(token.refused) == 1
         name, refused, next_id = token.refused[0]
         assert next_id == token.next_id + 1
-        assert ops.inodes._lookups[refused.st_ino] == 0
+        assert ops.inodes.lookups(refused.st_ino) == 0
         assert os.fsdecode(name) == PROJECT_LISTING[len(seen) + len(token.accepted)]
         seen += token.names
         start = token.next_id
@@ -472,7 +472,7 @@ async def test_readdir_refusal_stops_and_the_next_call_resumes(sample: Sample) -
     # Each entry was accepted exactly once, so each counts once, whatever was refused before.
     for name in PROJECT_LISTING:
         found = await ops.lookup(project.st_ino, name.encode(), CTX)
-        assert ops.inodes._lookups[found.st_ino] == 2, name
+        assert ops.inodes.lookups(found.st_ino) == 2, name
 
 
 @pytest.mark.usefixtures("readdir_reply")
@@ -498,13 +498,13 @@ async def test_a_readdir_failing_mid_way_counts_no_lookup(
     token = FakeToken()
     assert await fuse_errno(ops.readdir(fh, 0, token)) == errno.EIO
     assert len(token.accepted) == 2  # the reply took two entries before the failure
-    assert all(ops.inodes._lookups[a.st_ino] == 0 for _, a, _ in token.accepted)
+    assert all(ops.inodes.lookups(a.st_ino) == 0 for _, a, _ in token.accepted)
     monkeypatch.setattr(ops.shown, "of", attrs_of)
     again = FakeToken()
     await ops.readdir(fh, 0, again)  # the kernel asks again from where it stood
     await ops.releasedir(fh)
     assert again.names == PROJECT_LISTING
-    assert all(ops.inodes._lookups[a.st_ino] == 1 for _, a, _ in again.accepted)
+    assert all(ops.inodes.lookups(a.st_ino) == 1 for _, a, _ in again.accepted)
 
 
 @pytest.mark.usefixtures("readdir_reply")

@@ -1460,7 +1460,7 @@ async def test_create_lands_in_the_own_folder_as_a_real_file(sample: Sample) -> 
     target = sample.own / "new.md"
     assert stat.S_ISREG(attrs.st_mode)
     assert attrs.st_size == 0
-    assert ops.inodes._lookups[attrs.st_ino] == 1
+    assert ops.inodes.lookups(attrs.st_ino) == 1
     # The name answers through the mount at once.
     assert (await ops.lookup(project.st_ino, b"new.md", CTX)).st_ino == attrs.st_ino
     assert await ops.write(info.fh, 0, b"hello ") == 6
