@@ -65,6 +65,10 @@ def test_a_page_goes_with_its_last_number_and_a_number_is_never_given_twice() ->
     assert len(inodes._pages) == pages - 1
     assert all(inodes.key(ino) is None and inodes.lookups(ino) == 0 for ino in first)
     assert len(inodes) == 2 + len(numbers) - len(first)
+    # A number freed before its lookup is told is not counted (and its page not remade).
+    inodes.looked_up(first[0])
+    assert inodes.lookups(first[0]) == 0
+    assert len(inodes._pages) == pages - 1
     # A freed key numbered again takes a new number, never a freed one.
     again = inodes.number(keys[numbers.index(first[0])])
     assert again > max(numbers)

@@ -100,11 +100,14 @@ class Inodes:
         self.looked_up_all([ino])
 
     def looked_up_all(self, inos: list[int]) -> None:
-        """Each of ``inos`` once (a readdir reply's entries): one call a reply. Every one
-        is a number given and not freed (only such are sent)."""
+        """Each of ``inos`` once (a readdir reply's entries): one call a reply. Only a number
+        that names a path counts: one freed before its reply went out (not expected) is
+        left uncounted, and its forget finds nothing."""
         pages = self._pages
         for ino in inos:
-            pages[ino >> PAGE_BITS].counts[ino & SLOT] += 1
+            page = pages.get(ino >> PAGE_BITS)
+            if page is not None and page.slugs[ino & SLOT] is not None:
+                page.counts[ino & SLOT] += 1
 
     def lookups(self, ino: int) -> int:
         page = self._pages.get(ino >> PAGE_BITS)
