@@ -21,6 +21,7 @@ import trio
 from gemini_layout import GeminiCli
 from helpers import eventually
 
+from memfs.adapter import watch, workers
 from memfs.adapter.turns import Turns
 from memfs.adapter.watch import Watcher, read_events
 from memfs.disk import config as cfg
@@ -445,6 +446,55 @@ async def test_the_mark_after_an_own_rename_is_one_name_made_and_removed_leaving
     assert sorted(os.listdir(folder)) == ["a.md", "d"]
     assert (folder / "a.md").read_bytes() == b"committed\n"
     assert os.stat(folder / "a.md").st_nlink == 1
+
+
+async def test_events_made_while_a_worker_call_runs_are_read_once_it_is_done(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A commit's events (the kept link, the prune, the rename, the mark) come while its
+    worker runs: the watcher reads them all once it is done, in one batch, and waits no
+    longer than EVENTS_WAIT_S for it."""
+    folder = tmp_path / "memory"
+    folder.mkdir()
+    inotify = Inotify()
+    inotify.add(folder, IN_CREATE)
+    release, made = threading.Event(), threading.Event()
+
+    def commit() -> None:  # a worker's disk work, each step an event
+        (folder / "a.md").write_bytes(b"a\n")
+        made.set()
+        release.wait(5)
+        (folder / "b.md").write_bytes(b"b\n")
+
+    read: list[list[str]] = []
+
+    async def read_batch() -> None:
+        events, _ = await read_events(inotify)
+        read.append(sorted(name for _, _, name in events))
+
+    try:
+        monkeypatch.setattr(watch, "EVENTS_WAIT_S", 30.0)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(workers.run, commit)
+            await eventually(made.is_set, "the first event is made")
+            nursery.start_soon(read_batch)
+            await trio.sleep(0.1)
+            assert read == []  # the worker still runs: not read yet
+            release.set()
+        assert read == [["a.md", "b.md"]]
+        # With no call in flight an event is read at once; with one, after EVENTS_WAIT_S.
+        monkeypatch.setattr(watch, "EVENTS_WAIT_S", 0.05)
+        release.clear()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(workers.run, release.wait, 5)
+            (folder / "c.md").write_bytes(b"c\n")
+            with trio.fail_after(2):
+                await read_batch()
+            release.set()
+        assert read[-1] == ["c.md"]
+    finally:
+        release.set()
+        inotify.close()
 
 
 async def test_a_folder_that_cannot_be_watched_is_counted(

@@ -76,3 +76,39 @@ async def test_cancelled_a_caller_waits_for_its_call_unless_it_abandons_it() -> 
         assert "waited" in done  # waited for, past the deadline
         await trio.lowlevel.checkpoint()  # where the cancellation comes
     assert scope.cancelled_caught
+
+
+async def test_quiet_waits_for_the_calls_in_flight_and_no_longer() -> None:
+    pool = Workers()
+    await pool.quiet()  # nothing in flight: at once
+    release = threading.Event()
+    done: list[str] = []
+
+    async def quiet_then_note() -> None:
+        await pool.quiet()
+        done.append("quiet")
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(pool.run, release.wait, 5)
+        await eventually(lambda: pool.busy == 1, "the call is in flight")
+        nursery.start_soon(quiet_then_note)
+        nursery.start_soon(quiet_then_note)  # two waiters share one event
+        await trio.sleep(0.05)
+        assert done == []
+        release.set()
+    assert done == ["quiet", "quiet"]
+    assert pool.busy == 0
+
+
+async def test_a_failed_or_abandoned_call_is_no_longer_in_flight() -> None:
+    pool = Workers()
+    with pytest.raises(ZeroDivisionError):
+        await pool.run(divmod, 1, 0)
+    assert pool.busy == 0
+    release = threading.Event()
+    with trio.move_on_after(0.05):
+        await pool.run(release.wait, 5, abandon_on_cancel=True)
+    assert pool.busy == 0  # its thread still waits, but nobody waits for it
+    with trio.fail_after(1):
+        await pool.quiet()
+    release.set()

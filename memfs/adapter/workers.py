@@ -59,6 +59,8 @@ class Workers:
         self._idle = 0  # threads done with their call and not claimed by another yet
         self._calls: queue.SimpleQueue[_Call] = queue.SimpleQueue()
         self._lock = threading.Lock()
+        self.busy = 0  # calls in flight (trio thread)
+        self._quiet: trio.Event | None = None  # set when the last of them is done
 
     async def run(self, fn: Callable[..., T], *args: Any, abandon_on_cancel: bool = False) -> T:
         """``fn(*args)`` in a worker thread; its result or exception, here.
@@ -78,8 +80,23 @@ class Workers:
                 return trio.lowlevel.Abort.SUCCEEDED
             return trio.lowlevel.Abort.FAILED
 
-        result: T = await trio.lowlevel.wait_task_rescheduled(abort)
+        self.busy += 1
+        try:
+            result: T = await trio.lowlevel.wait_task_rescheduled(abort)
+        finally:
+            self.busy -= 1
+            if not self.busy and self._quiet is not None:
+                self._quiet.set()
+                self._quiet = None
         return result
+
+    async def quiet(self) -> None:
+        """Return once no call is in flight (the watcher reads the events of a commit once
+        its worker is done: watch.read_events)."""
+        while self.busy:
+            if self._quiet is None:
+                self._quiet = trio.Event()
+            await self._quiet.wait()
 
     def _submit(self, call: _Call) -> None:
         """Queue ``call`` for a thread that is idle (claimed here, so two calls in a row
@@ -113,3 +130,9 @@ _POOL = Workers()
 async def run(fn: Callable[..., T], *args: Any, abandon_on_cancel: bool = False) -> T:
     """`Workers.run` on the process's one pool."""
     return await _POOL.run(fn, *args, abandon_on_cancel=abandon_on_cancel)
+
+
+async def quiet(at_most: float) -> None:
+    """Once no call of the pool is in flight, or after ``at_most`` seconds."""
+    with trio.move_on_after(at_most):
+        await _POOL.quiet()
