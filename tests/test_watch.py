@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 import trio
+import trio.testing
 from gemini_layout import GeminiCli
 from helpers import eventually
 
@@ -478,7 +479,7 @@ async def test_events_made_while_a_worker_call_runs_are_read_once_it_is_done(
             nursery.start_soon(workers.run, commit)
             await eventually(made.is_set, "the first event is made")
             nursery.start_soon(read_batch)
-            await trio.sleep(0.1)
+            await trio.testing.wait_all_tasks_blocked()
             assert read == []  # the worker still runs: not read yet
             release.set()
         assert read == [["a.md", "b.md"]]

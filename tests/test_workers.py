@@ -6,6 +6,7 @@ import threading
 
 import pytest
 import trio
+import trio.testing
 from helpers import eventually
 
 from memfs.adapter.workers import Workers
@@ -93,7 +94,7 @@ async def test_quiet_waits_for_the_calls_in_flight_and_no_longer() -> None:
         await eventually(lambda: pool.busy == 1, "the call is in flight")
         nursery.start_soon(quiet_then_note)
         nursery.start_soon(quiet_then_note)  # two waiters share one event
-        await trio.sleep(0.05)
+        await trio.testing.wait_all_tasks_blocked()
         assert done == []
         release.set()
     assert done == ["quiet", "quiet"]
