@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,22 @@ def test_changes_read_back_newest_first_and_private(tmp_path: Path) -> None:
     assert found[0].comm != ""  # this process's command name, read when recorded
     assert found[1].target == "b.md"
     assert found[2].at_ns == 10**18
+    assert os.stat(state / journal.NAME).st_mode & 0o777 == 0o600
+    assert os.stat(state).st_mode & 0o777 == 0o700
+
+
+def test_a_state_folder_removed_while_mounted_comes_back_private(tmp_path: Path) -> None:
+    """The folder is made private at mount start, not at every change: one removed since
+    is made again, 0700 with a 0600 journal, whatever the umask."""
+    state = tmp_path / "state"
+    journal.record(state, Change("-p", "a.md", "write"))
+    shutil.rmtree(state)
+    old = os.umask(0)
+    try:
+        journal.record(state, Change("-p", "b.md", "write"))
+    finally:
+        os.umask(old)
+    assert [c.path for c in journal.read(state)] == ["b.md"]
     assert os.stat(state / journal.NAME).st_mode & 0o777 == 0o600
     assert os.stat(state).st_mode & 0o777 == 0o700
 

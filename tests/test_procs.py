@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -66,3 +67,36 @@ def test_the_busy_message_is_one_line_with_who_and_the_fix() -> None:
     unseen = busy_message(Path("/m m"), [])
     assert "cannot see" in unseen
     assert "memfs umount -z '/m m'" in unseen
+
+
+def test_a_process_names_its_command_and_none_once_gone() -> None:
+    """What `memfs log` shows of a change's process: its command name, '?' once gone."""
+    with subprocess.Popen(["sleep", "600"], stdin=subprocess.DEVNULL) as child:
+        try:
+            assert procs.tgid(child.pid) == child.pid
+            assert procs.command_name(child.pid) == "sleep"
+        finally:
+            child.kill()
+    assert procs.tgid(child.pid) == child.pid  # gone: the task id itself
+    assert procs.command_name(child.pid) == "?"
+
+
+def test_a_thread_id_names_its_process() -> None:
+    """FUSE names the calling thread, not its process."""
+    ready, done = threading.Event(), threading.Event()
+    tid: list[int] = []
+
+    def work() -> None:
+        tid.append(threading.get_native_id())
+        ready.set()
+        done.wait(10)
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    try:
+        assert ready.wait(10)
+        assert tid[0] != os.getpid()
+        assert procs.tgid(tid[0]) == os.getpid()
+    finally:
+        done.set()
+        thread.join()

@@ -61,19 +61,28 @@ def record(state_dir: Path, change: Change) -> None:
         change.comm = procs.command_name(procs.tgid(change.pid))
     line = (json.dumps(asdict(change), separators=(",", ":")) + "\n").encode()
     try:
-        folder = state.private_folder(state_dir)
-        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
         with _turns:
-            fd = os.open(folder / NAME, flags, state.FILE_MODE)
+            fd = _open(state_dir)
             try:
                 os.write(fd, line)
                 size = os.fstat(fd).st_size
             finally:
                 os.close(fd)
             if size > MAX_BYTES:
-                _trim(folder)
+                _trim(state_dir)
     except OSError as exc:
         log.warning("cannot write the change journal: %s", exc)
+
+
+def _open(state_dir: Path) -> int:
+    """The journal, for appending. The state folder was made private at mount start
+    (`state.make_private`): only when it is gone since is it made again, not checked at
+    every change (two mkdir attempts and two stats, each a raised exception)."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        return os.open(state_dir / NAME, flags, state.FILE_MODE)
+    except FileNotFoundError:
+        return os.open(state.private_folder(state_dir) / NAME, flags, state.FILE_MODE)
 
 
 def _trim(folder: Path) -> None:
