@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import os
 from pathlib import Path
@@ -347,18 +348,22 @@ def test_look_each_says_what_look_says_of_each_and_opens_each_folder_once(
     assert each[:3] == [FileStat("a.md", 3, at(7)), FileStat("sub/b.md", 2, at(8)), each[2]]
     assert isinstance(each[2], str)  # left out, and why
     assert each[3:] == [None, None, each[0], None, None]  # gone, a folder, link, no folder
-    opened: list[tuple[str, ...]] = []
+    opened: list[tuple[tuple[str, ...], tuple[str, ...] | None]] = []
     folder_fd = sources.folder_fd
 
-    def counted(root: Path, parts: tuple[str, ...]) -> int:
-        opened.append(tuple(parts))
-        return folder_fd(root, parts)
+    def counted(
+        root: Path, parts: tuple[str, ...], near: tuple[tuple[str, ...], int] | None = None
+    ) -> int:
+        opened.append((tuple(parts), near[0] if near else None))
+        return folder_fd(root, parts, near)
 
     monkeypatch.setattr(sources, "folder_fd", counted)
     assert sources.look_each([(root, parts, path) for path in paths], MAX) == each
     # Each folder once: memory/ for its five names, and the link and the missing folder
-    # (which fail, and would be tried again).
-    assert sorted(opened) == sorted([parts, (*parts, "sub"), (*parts, "link"), (*parts, "no")])
+    # (which fail, and would be tried again); those below memory/ walked from it, the link
+    # refused there as from the root.
+    below = [(*parts, "sub"), (*parts, "link"), (*parts, "no")]
+    assert sorted(opened) == sorted([(parts, None)] + [(p, parts) for p in below])
 
 
 @pytest.mark.parametrize(
@@ -450,3 +455,81 @@ def test_a_file_memfs_cannot_read_is_listed_with_its_mode(
 def test_a_readable_file_says_so(memory: Path) -> None:
     write(memory / "notes.md", "words\n", at(5)).chmod(0o640)
     assert scan(memory).files == [FileStat("notes.md", 6, at(5), mode=0o640, readable=True)]
+
+
+@pytest.fixture(params=["openat2", "by hand"])
+def walk(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """`open_below` both ways: one openat2, and one O_NOFOLLOW open per component."""
+    if request.param == "by hand":
+        monkeypatch.setattr(sources._openat2, "works", False)
+    return str(request.param)
+
+
+def test_open_below_refuses_every_symlink_on_the_way(
+    memory: Path, tmp_path: Path, walk: str
+) -> None:
+    outside = tmp_path / "outside"
+    (outside / "deep").mkdir(parents=True)
+    write(outside / "deep" / "x.md", "outside")
+    write(memory / "sub" / "deep" / "x.md", "inside")
+    (memory / "folder-link").symlink_to(outside)
+    (memory / "sub" / "file-link.md").symlink_to(outside / "deep" / "x.md")
+    top = os.open(memory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fd = sources.open_below(top, ["sub", "deep", "x.md"], sources.FILE_FLAGS)
+        try:
+            assert os.read(fd, 100) == b"inside"
+        finally:
+            os.close(fd)
+        fd = sources.open_below(top, ["sub", "deep"])
+        try:
+            assert os.path.samestat(os.fstat(fd), (memory / "sub" / "deep").stat())
+        finally:
+            os.close(fd)
+        for parts in (["folder-link", "deep"], ["folder-link", "deep", "x.md"]):
+            assert errno_of(sources.open_below, top, parts, sources.FILE_FLAGS) in REFUSED
+        assert errno_of(sources.open_below, top, ["sub", "file-link.md"], sources.FILE_FLAGS) in (
+            REFUSED
+        )
+        assert errno_of(sources.open_below, top, ["sub", "deep", "x.md", "y"]) == errno.ENOTDIR
+        assert errno_of(sources.open_below, top, ["sub", "gone"]) == errno.ENOENT
+        for bad in ("..", ".", "", "a/b"):
+            assert errno_of(sources.open_below, top, ["sub", bad]) == errno.EINVAL
+        os.fstat(top)  # the caller's descriptor stays open
+    finally:
+        os.close(top)
+
+
+def test_open_below_walks_in_one_call_where_the_kernel_can(
+    memory: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Debian 12's kernel has openat2: a walk three folders deep opens nothing by hand.
+    Where it answers ENOSYS, the walk by hand takes over for good."""
+    (memory / "a" / "b" / "c").mkdir(parents=True)
+    top = os.open(memory, os.O_RDONLY | os.O_DIRECTORY)
+    by_hand: list[str] = []
+    real_open = os.open
+
+    def counted(path: str, flags: int, *args: object, **kw: object) -> int:
+        by_hand.append(path)
+        return real_open(path, flags, *args, **kw)  # type: ignore[arg-type]
+
+    try:
+        monkeypatch.setattr(os, "open", counted)
+        os.close(sources.open_below(top, ["a", "b", "c"]))
+        assert by_hand == []
+        assert sources._openat2.works
+
+        def enosys(*_: object) -> int:
+            ctypes.set_errno(errno.ENOSYS)
+            return -1
+
+        monkeypatch.setattr(sources._openat2, "works", True)  # undone below: it turns False
+        monkeypatch.setattr(sources._openat2, "_syscall", enosys)
+        os.close(sources.open_below(top, ["a", "b", "c"]))
+        assert by_hand == ["a", "b", "c"]
+        assert not sources._openat2.works
+    finally:
+        monkeypatch.undo()
+        os.close(top)
+    assert sources._openat2.works

@@ -309,7 +309,9 @@ def kept(place: Place, name: str) -> list[str]:
     return sorted(os.listdir(folder)) if folder.exists() else []
 
 
-def test_keep_version_hard_links_the_replaced_version(place: Place, stages: list[Stage]) -> None:
+def test_a_commit_keeps_the_replaced_version_as_a_hard_link(
+    place: Place, stages: list[Stage]
+) -> None:
     folder = folder_of(place)
     target = write(folder / "handoff.md", "v1", at(1))
     old_ino = target.stat().st_ino
@@ -328,8 +330,9 @@ def test_keep_version_hard_links_the_replaced_version(place: Place, stages: list
 def test_a_commit_makes_the_kept_version_durable_before_it_replaces(
     place: Place, stages: list[Stage], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The order that keeps a version through a crash: the new bytes' fsync, the link,
-    the history folder's fsync, and only then the rename, then the folder's."""
+    """The order that keeps a version through a crash: the link, the new bytes' fsync (on
+    ext4 one journal commit for both), the history folder's fsync, and only then the
+    rename, then the folder's."""
     folder = folder_of(place)
     write(folder / "a.md", "v1", at(1))
     stage = open_stage(stages, place, "a.md", copy=False)
@@ -356,8 +359,9 @@ def test_a_commit_makes_the_kept_version_durable_before_it_replaces(
     stage.commit(keep_of(place, "a.md", 20))
     marks = [c for c in calls if c.startswith("link /proc/self/fd/")]  # `mark_commit`
     assert [c for c in calls if c not in marks] == [
-        f"fsync {temp}",
         "link a.md",
+        f"link {kept(place, 'a.md')[0]}",  # its mark, for the watcher (`sources.kept_mark`)
+        f"fsync {temp}",
         "fsync .history/a.md",
         f"rename {temp} a.md",
         "fsync .",
@@ -577,6 +581,34 @@ def test_open_dir_refuses_a_symlink_component(place: Place, tmp_path: Path) -> N
     assert errno_of(staging.replace, place, "a.md", b"escaped") in REFUSED
     assert errno_of(Stage, place, "a.md", initial_fd=None, mode=0o644) in REFUSED
     assert list(outside.rglob("*")) == [outside / "memory"]
+
+
+def test_open_dir_from_a_folder_open_near_it_walks_only_below_it(
+    place: Place, tmp_path: Path
+) -> None:
+    """A kept version's folder opened from the stage's own folder: the same folder as a
+    walk from the root, no symlink below it either, and ``near``'s descriptor untouched."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    near = staging.open_dir(place, create=True)
+    try:
+        fd = staging.open_dir(place.below(".history", "a.md"), create=True, near=(place, near))
+        try:
+            assert os.path.samestat(os.fstat(fd), (folder_of(place) / ".history" / "a.md").stat())
+        finally:
+            os.close(fd)
+        (folder_of(place) / "link").symlink_to(outside)
+        for create in (False, True):
+            below = place.below("link", "x")
+            assert errno_of(staging.open_dir, below, create=create, near=(place, near)) in REFUSED
+        assert list(outside.iterdir()) == []
+        # A place outside ``near`` is walked from the root as before.
+        other = Place(place.root, (CLAUDE_SLUG, "other"))
+        os.close(staging.open_dir(other, create=True, near=(place, near)))
+        assert (place.root / CLAUDE_SLUG / "other").is_dir()
+        assert os.path.samestat(os.fstat(near), folder_of(place).stat())
+    finally:
+        os.close(near)
 
 
 def test_open_dir_refuses_a_dangling_symlink_even_to_create(place: Place, tmp_path: Path) -> None:

@@ -359,7 +359,7 @@ async def own_commit_then(tmp_path: Path, change: Callable[[Path], object]) -> N
         async with trio.open_nursery() as nursery:
             nursery.start_soon(watcher.run)  # reads both only now, queued one after the other
             await eventually(lambda: project.head("a.md").size == size, "the change")
-            assert watcher.own_renames == 1  # the commit's rename was skipped
+            assert watcher.own_skipped == 1  # the commit's rename was skipped
             nursery.cancel_scope.cancel()
     finally:
         watcher.close()
@@ -388,6 +388,33 @@ async def test_a_rename_onto_the_target_right_after_an_own_commit_shows(tmp_path
     await own_commit_then(tmp_path, replace)
 
 
+async def test_an_own_commit_s_kept_version_is_skipped_but_another_s_shows(
+    tmp_path: Path,
+) -> None:
+    """A commit that keeps the version it replaces: the link into .history/ and the rename
+    are both marked, and skipped (the plan reads both back). A version-like file another
+    process makes there right after still shows."""
+    older = ".history/a.md/own@20250101T000000Z.md"
+    watcher, project = await loaded_own(tmp_path, {"a.md": "old\n", older: "older\n"})
+    folder, place = own_place(tmp_path)
+    try:
+        stage = staging.Stage(place, "a.md", initial_fd=None, mode=0o644)
+        stage.write(0, b"committed\n")
+        keep = staging.Keep(place.below(".history", "a.md"), "own", 20, "a.md", place)
+        stage.commit(keep)
+        stage.abort()
+        assert len(os.listdir(folder / ".history" / "a.md")) == 2
+        theirs = ".history/a.md/other@20250101T000000Z.md"
+        (folder / theirs).write_text("another memfs's\n")
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(watcher.run)
+            await eventually(lambda: project.tree.leaf(theirs) is not None, "their version")
+            assert watcher.own_skipped == 2  # the link and the rename; not the other's
+            nursery.cancel_scope.cancel()
+    finally:
+        watcher.close()
+
+
 async def test_memfs_s_own_renames_are_skipped_but_not_what_follows_them(tmp_path: Path) -> None:
     """A rename through the mount (staging.rename, as a plan runs it) is read back by its
     plan: the watcher skips it. A replace of the new name right after it still shows, and a
@@ -405,7 +432,7 @@ async def test_memfs_s_own_renames_are_skipped_but_not_what_follows_them(tmp_pat
             size = len(b"the agent's version\n")
             head = project.head
             await eventually(lambda: (v := head("a.md")) is not None and v.size == size, "a.md")
-            assert watcher.own_renames == 1  # a.tmp -> a.md; not the folder's
+            assert watcher.own_skipped == 1  # a.tmp -> a.md; not the folder's
             (folder / "e" / "new.md").write_text("in the renamed folder\n")
             await eventually(lambda: head("e/new.md") is not None, "a file in the new folder")
             nursery.cancel_scope.cancel()

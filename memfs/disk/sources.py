@@ -11,11 +11,13 @@ served.
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import logging
 import os
 import secrets
 import stat
+import zlib
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -34,6 +36,8 @@ STAGE_PREFIX = names.STAGE_PREFIX
 # its renames are read as anyone's.
 OWN_STAGE_PREFIX = STAGE_PREFIX + secrets.token_hex(4)
 OWN_MARK_PREFIX = OWN_STAGE_PREFIX + "mark."
+# The mark after a version kept (its hard link into .history/), named for that version.
+OWN_KEPT_MARK_PREFIX = OWN_MARK_PREFIX + "kept."
 NAME_MAX = 255
 # Deeper folders are left out: a scan must never exhaust the stack on a hostile tree.
 MAX_DEPTH = 64
@@ -99,25 +103,123 @@ def list_slug_folders(root: Path) -> list[str]:
         return []
 
 
-def folder_fd(root: Path, parts: Sequence[str]) -> int:
+def kept_mark(name: str) -> str:
+    """The mark made right after the version ``name`` was linked into its folder: the
+    watcher skips that link's IN_CREATE for it (the plan reads the version back), and for
+    no other name."""
+    return OWN_KEPT_MARK_PREFIX + f"{zlib.crc32(os.fsencode(name)):08x}"
+
+
+def folder_fd(
+    root: Path, parts: Sequence[str], near: tuple[Sequence[str], int] | None = None
+) -> int:
     """A descriptor for ``root/parts...`` the caller closes, refusing a symlink at any
     component below root.
+
+    ``near`` is a folder of the same root already open (its parts and descriptor, which
+    stays the caller's): when it holds the folder asked for, the walk starts there.
 
     Raises:
         OSError: ``ELOOP``/``ENOTDIR`` for a symlink or file in the way, ``ENOENT`` if absent.
     """
+    if near is not None and tuple(parts[: len(near[0])]) == tuple(near[0]):
+        return open_below(near[1], parts[len(near[0]) :])
     fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        for part in parts:
-            if not valid_name(part):
-                raise OSError(errno.EINVAL, f"invalid path component {part!r}")
-            child = os.open(part, DIR_FLAGS, dir_fd=fd)
-            os.close(fd)
+        return open_below(fd, parts)
+    finally:
+        os.close(fd)
+
+
+def open_below(dir_fd: int, parts: Sequence[str], flags: int = DIR_FLAGS) -> int:
+    """A descriptor for ``parts`` below the folder ``dir_fd`` (which stays open): a folder,
+    or with ``flags`` a file; no component may be a symlink, the last one included.
+
+    One ``openat2(RESOLVE_NO_SYMLINKS)`` walks the whole path in the kernel: each step of a
+    walk by hand is an open and a close, and each a moment the worker lets go of the GIL
+    and waits to get it back. Where the kernel has no openat2 (before 5.6, or a sandbox
+    that refuses it), the walk is made one ``O_NOFOLLOW`` component at a time, as safe.
+
+    Raises:
+        OSError: ``ELOOP``/``ENOTDIR`` for a symlink or file in the way, ``ENOENT`` if absent,
+            ``EINVAL`` for a component that is no name (``..``, ``a/b``).
+    """
+    for part in parts:
+        if not valid_name(part):
+            raise OSError(errno.EINVAL, f"invalid path component {part!r}")
+    if not parts:
+        return os.dup(dir_fd)  # O_CLOEXEC like every descriptor os makes
+    if _openat2.works:
+        fd = _openat2(dir_fd, "/".join(parts), flags)
+        if fd >= 0:
+            return fd
+    fd = dir_fd
+    try:
+        for i, part in enumerate(parts):
+            child = os.open(part, flags if i == len(parts) - 1 else DIR_FLAGS, dir_fd=fd)
+            if fd != dir_fd:
+                os.close(fd)
             fd = child
     except BaseException:
-        os.close(fd)
+        if fd != dir_fd:
+            os.close(fd)
         raise
     return fd
+
+
+class _OpenHow(ctypes.Structure):
+    _fields_ = (("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64))
+
+
+class _Openat2:
+    """openat2(2) through libc's syscall(), which the os module does not wrap.
+
+    Its number is 437 on every architecture (syscalls added since 5.1 share one table).
+    ``RESOLVE_BENEATH`` on top of no symlinks: nothing absolute or ``..`` leaves the folder
+    even if a name check above were ever skipped.
+    """
+
+    NUMBER = 437
+    RESOLVE_NO_MAGICLINKS, RESOLVE_NO_SYMLINKS, RESOLVE_BENEATH = 0x02, 0x04, 0x08
+
+    def __init__(self) -> None:
+        self.works = True
+        try:
+            self._syscall = ctypes.CDLL(None, use_errno=True).syscall
+        except (OSError, AttributeError):
+            self.works = False
+            return
+        self._syscall.restype = ctypes.c_long
+
+    def __call__(self, dir_fd: int, path: str, flags: int) -> int:
+        """The descriptor; -1 when openat2 itself is not to be had (then ``works`` is
+        False, or it was refused this once: the caller walks by hand, which says why).
+
+        Raises:
+            OSError: what the path gives (ENOENT, ELOOP, ENOTDIR, EACCES...).
+        """
+        how = _OpenHow(
+            flags, 0, self.RESOLVE_NO_SYMLINKS | self.RESOLVE_NO_MAGICLINKS | self.RESOLVE_BENEATH
+        )
+        fd: int = self._syscall(
+            ctypes.c_long(self.NUMBER),
+            ctypes.c_int(dir_fd),
+            ctypes.c_char_p(os.fsencode(path)),
+            ctypes.byref(how),
+            ctypes.c_size_t(ctypes.sizeof(how)),
+        )
+        if fd >= 0:
+            return fd
+        err = ctypes.get_errno()
+        if err == errno.ENOSYS:
+            self.works = False
+            return -1
+        if err in (errno.EPERM, errno.EAGAIN, errno.EINTR, errno.E2BIG):
+            return -1  # a seccomp filter, or a retry the walk by hand does not need
+        raise OSError(err, os.strerror(err), path)
+
+
+_openat2 = _Openat2()
 
 
 @contextmanager
@@ -294,8 +396,9 @@ def look(root: Path, parts: Sequence[str], path: str, max_bytes: int) -> FileSta
 def look_each(
     wanted: Sequence[tuple[Path, Sequence[str], str]], max_bytes: int
 ) -> list[FileStat | str | None]:
-    """`look` at each (root, parts, path), opening each folder once: a write's plan reads
-    back two or three names of one folder (a rename's two sides, a handoff's history)."""
+    """`look` at each (root, parts, path), opening each folder once, and from the nearest
+    folder above it already open: a write's plan reads back two or three names of one
+    folder (a rename's two sides) and the versions it kept, below that folder."""
     folders: dict[tuple[Path, tuple[str, ...]], int] = {}
     out: list[FileStat | str | None] = []
     try:
@@ -305,7 +408,7 @@ def look_each(
             try:
                 fd = folders.get(where)
                 if fd is None:
-                    fd = folders[where] = folder_fd(*where)
+                    fd = folders[where] = folder_fd(*where, _nearest(folders, *where))
                 out.append(_look_in(fd, name, path, max_bytes))
             except OSError:
                 out.append(None)
@@ -313,6 +416,17 @@ def look_each(
         for fd in folders.values():
             os.close(fd)
     return out
+
+
+def _nearest(
+    folders: dict[tuple[Path, tuple[str, ...]], int], root: Path, parts: tuple[str, ...]
+) -> tuple[tuple[str, ...], int] | None:
+    """Of the open ``folders``, the deepest one above ``root/parts``."""
+    above = [p for (r, p) in folders if r == root and parts[: len(p)] == p]
+    if not above:
+        return None
+    deepest = max(above, key=len)
+    return deepest, folders[root, deepest]
 
 
 def _look_in(dir_fd: int, name: str, path: str, max_bytes: int) -> FileStat | str | None:
@@ -375,9 +489,11 @@ def _open_unseen(name: str, dir_fd: int) -> int:
 
 def open_file(root: Path, parts: Sequence[str], path: str) -> int:
     """A read-only descriptor for a source file, for serving reads with ``os.pread``."""
-    *dirs, name = split(path)
-    with open_folder(root, [*parts, *dirs]) as dir_fd:
-        fd = os.open(name, FILE_FLAGS, dir_fd=dir_fd)
+    root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fd = open_below(root_fd, [*parts, *split(path)], FILE_FLAGS)
+    finally:
+        os.close(root_fd)
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
         raise OSError(errno.EINVAL, f"not a regular file: {path}")

@@ -21,7 +21,7 @@ import logging
 import os
 import secrets
 import stat
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,38 +50,65 @@ class Place:
         return str(self.root.joinpath(*self.parts))
 
 
-def open_dir(place: Place, *, create: bool) -> int:
+def open_dir(place: Place, *, create: bool, near: tuple[Place, int] | None = None) -> int:
     """A descriptor for ``place``; with ``create``, missing folders are made (mkdir -p).
 
     The source root is the user's (a fresh account may not have its ``projects/`` yet: with
-    ``create`` it is made); below it no component may be a symlink.
+    ``create`` it is made); below it no component may be a symlink (`sources.open_below`).
+    ``near`` is a folder already open (its place and descriptor, which stays the
+    caller's): when it holds ``place``, the walk starts there instead of at the root (a
+    kept version's folder, below the project folder its writer's stage has open).
     """
+    if near is not None and _holds(near[0], place):
+        base, parts, mine = near[1], place.parts[len(near[0].parts) :], False
+    else:
+        base, parts, mine = _open_root(place, create=create), place.parts, True
     try:
-        fd = os.open(place.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except FileNotFoundError:
-        if not create:
-            raise
-        # Only now: a mkdir that finds the folder costs two syscalls at every stage made.
-        place.root.mkdir(parents=True, exist_ok=True)
-        fd = os.open(place.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            return sources.open_below(base, parts)
+        except FileNotFoundError:
+            if not create:
+                raise
+        return _make_below(base, parts)
+    finally:
+        if mine:
+            os.close(base)
+
+
+def _make_below(dir_fd: int, parts: Sequence[str]) -> int:
+    """`open_dir`'s mkdir -p below ``dir_fd`` (which stays open), one component at a time."""
+    fd = dir_fd
     try:
-        for part in place.parts:
-            if not sources.valid_name(part):
-                raise OSError(errno.EINVAL, f"invalid path component {part!r}")
+        for part in parts:
             try:
                 child = os.open(part, DIR_FLAGS, dir_fd=fd)
             except FileNotFoundError:
-                if not create:
-                    raise
                 with contextlib.suppress(FileExistsError):  # a concurrent writer made it
                     os.mkdir(part, DIR_MODE, dir_fd=fd)
                 child = os.open(part, DIR_FLAGS, dir_fd=fd)
-            os.close(fd)
+            if fd != dir_fd:
+                os.close(fd)
             fd = child
     except BaseException:
-        os.close(fd)
+        if fd != dir_fd:
+            os.close(fd)
         raise
     return fd
+
+
+def _holds(folder: Place, place: Place) -> bool:
+    return folder.root == place.root and place.parts[: len(folder.parts)] == folder.parts
+
+
+def _open_root(place: Place, *, create: bool) -> int:
+    try:
+        return os.open(place.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        if not create:
+            raise
+    # Only now: a mkdir that finds the folder costs two syscalls at every stage made.
+    place.root.mkdir(parents=True, exist_ok=True)
+    return os.open(place.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
 
 
 @dataclass(frozen=True)
@@ -117,7 +144,7 @@ class Stage:
         self.mode = mode
         self.dirty = False
         self.dead = False  # its name was unlinked: it never commits (forget_temp)
-        self.kept: list[str] = []  # view paths the last commit kept or pruned (keep_version)
+        self.kept: list[str] = []  # view paths the last commit kept or pruned (`keeping`)
         self._dir_fd = open_dir(folder, create=True)
         self.temp = ""
         self.fd = -1
@@ -244,10 +271,10 @@ class Stage:
         """
         if not self.dirty or not self.temp:
             return None
-        os.fsync(self.fd)
+        with keeping(self.folder, self._dir_fd, self.name, keep) as kept:
+            os.fsync(self.fd)
+        self.kept = kept
         self._stop_writing()
-        if keep is not None:
-            self.kept = keep_version(self._dir_fd, self.name, keep)
         os.rename(self.temp, self.name, src_dir_fd=self._dir_fd, dst_dir_fd=self._dir_fd)
         mark_commit(self._dir_fd, self.fd)
         if sync_folder:
@@ -289,7 +316,7 @@ class Stage:
         self.fd = self._dir_fd = -1
 
 
-def mark_commit(dir_fd: int, renamed: int | str) -> None:
+def mark_commit(dir_fd: int, renamed: int | str, name: str = "") -> None:
     """Right after a commit's or a rename's rename(2), in the folder it renamed into, and
     before the plan reads the names back: an event under a name no one else uses (an
     ``OWN_MARK_PREFIX...`` name made and removed again).
@@ -309,8 +336,11 @@ def mark_commit(dir_fd: int, renamed: int | str) -> None:
     114 µs (no inode is allocated and freed), and a write pays two marks. Where no link
     can be made (a folder, a file system without hard links, a file owned by someone else
     under ``fs.protected_hardlinks``, no /proc), an empty file is the mark.
+
+    A version kept (`keeping`) is marked the same way, right after its link, with the
+    mark ``name`` that `sources.kept_mark` gives that version.
     """
-    name = sources.OWN_MARK_PREFIX + secrets.token_hex(4)
+    name = name or sources.OWN_MARK_PREFIX + secrets.token_hex(4)
     try:
         if isinstance(renamed, int):
             # The descriptor's own file, whatever name it has now (unprivileged, unlike
@@ -338,30 +368,49 @@ def copy_fd(src: int, dst: int) -> None:
         offset += len(chunk)
 
 
-def keep_version(dir_fd: int, name: str, keep: Keep) -> list[str]:
-    """Hard-link the current ``name`` (if any) into ``keep`` before it is replaced, then
-    drop what ``keep.drop`` names.
+@contextlib.contextmanager
+def keeping(folder: Place, dir_fd: int, name: str, keep: Keep | None) -> Iterator[list[str]]:
+    """Keep the version at ``name`` (in ``folder``, open as ``dir_fd``) for the block that
+    replaces or removes it: hard-linked into ``keep.folder`` before the block, and that
+    folder fsynced when the block is through, before the caller replaces the name. Yields
+    the view paths that came or went there, versions pruned past ``keep.last`` and what
+    ``keep.drop`` names among them (the caller updates its view of exactly those); with no
+    ``keep`` (or no non-empty file at ``name``) it keeps nothing.
 
     A hard link costs no copy and makes the kept version exactly the replaced bytes: every
     change through the mount replaces a file by a rename (or removes its name), so nothing
     writes into the kept inode afterwards. Where no hard link can be made (a file system
-    without them), the bytes are copied. Returns the view paths that came or went (the
-    caller updates its view of exactly those).
+    without them), the bytes are copied.
+
+    Why a block: a commit fsyncs its new file inside it. On ext4 that fsync commits the
+    journal with the link in it, and the history folder's fsync after it only flushes the
+    disk's cache; with the folder fsynced first, the two were two journal commits. The
+    order that matters stays: the kept version is durable before its name is replaced.
     """
+    if keep is None:
+        yield []
+        return
     try:
         st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     except FileNotFoundError:
-        return []
+        yield []
+        return
     if not stat.S_ISREG(st.st_mode) or st.st_size == 0:
         # An empty version holds no memory: keeping it would only make a folder under
         # .history/ for every scratch file a tool makes and removes.
-        return []
-    touched = keep.view_paths(_keep_one(dir_fd, name, st, keep))
-    if keep.project is not None:
-        for view in keep.drop:
-            if _drop_kept(keep.project, view):
-                touched.append(view)
-    return touched
+        yield []
+        return
+    kfd = open_dir(keep.folder, create=True, near=(folder, dir_fd))
+    try:
+        touched = keep.view_paths(_keep_one(dir_fd, name, st, kfd, keep))
+        if keep.project is not None:
+            for view in keep.drop:
+                if _drop_kept(keep.project, view):
+                    touched.append(view)
+        yield touched
+        os.fsync(kfd)
+    finally:
+        os.close(kfd)
 
 
 def _drop_kept(project: Place, view: str) -> bool:
@@ -381,48 +430,46 @@ def _drop_kept(project: Place, view: str) -> bool:
         os.close(fd)
 
 
-def _keep_one(dir_fd: int, name: str, st: os.stat_result, keep: Keep) -> list[str]:
-    """The link (or copy) of ``name`` into ``keep.folder``, and the pruning of its
-    versions past ``keep.last``: the names that came or went there."""
-    kfd = open_dir(keep.folder, create=True)
-    try:
-        names = os.listdir(kfd)
-        base = history.order(history.version_name(keep.prefix, st.st_mtime_ns))[0]
-        # One more than the highest number of this second, never a freed lower one: the
-        # newest kept version must sort last, or pruning would take it first.
-        taken = [history.order(n)[1] for n in names if history.order(n)[0] == base]
-        n = max(taken, default=0) + 1
-        target = history.version_name(keep.prefix, st.st_mtime_ns, n)
-        # The last ``last`` of the versions with this one among them. Pruned first, then
-        # linked: memfs killed between the two leaves no more than ``last``.
-        mine = sorted(
-            [v for v in names if v.startswith(keep.prefix + "@")] + [target], key=history.order
-        )
-        dropped = mine[: max(0, len(mine) - keep.last)]
-        touched = [old for old in dropped if old != target]
-        for old in touched:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(old, dir_fd=kfd)
-        while target not in dropped:  # the replaced version is not older than all it keeps
-            try:
-                _link_or_copy(dir_fd, name, kfd, target, st)
-                touched.append(target)
-                break
-            except FileExistsError:  # made since the listing: the next number
-                n += 1
-                target = history.version_name(keep.prefix, st.st_mtime_ns, n)
-        os.fsync(kfd)
-    finally:
-        os.close(kfd)
+def _keep_one(dir_fd: int, name: str, st: os.stat_result, kfd: int, keep: Keep) -> list[str]:
+    """The link (or copy) of ``name`` into the history folder ``kfd``, and the pruning of
+    its versions past ``keep.last``: the names that came or went there."""
+    names = os.listdir(kfd)
+    base = history.order(history.version_name(keep.prefix, st.st_mtime_ns))[0]
+    # One more than the highest number of this second, never a freed lower one: the
+    # newest kept version must sort last, or pruning would take it first.
+    taken = [history.order(n)[1] for n in names if history.order(n)[0] == base]
+    n = max(taken, default=0) + 1
+    target = history.version_name(keep.prefix, st.st_mtime_ns, n)
+    # The last ``last`` of the versions with this one among them. Pruned first, then
+    # linked: memfs killed between the two leaves no more than ``last``.
+    mine = sorted(
+        [v for v in names if v.startswith(keep.prefix + "@")] + [target], key=history.order
+    )
+    dropped = mine[: max(0, len(mine) - keep.last)]
+    touched = [old for old in dropped if old != target]
+    for old in touched:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(old, dir_fd=kfd)
+    while target not in dropped:  # the replaced version is not older than all it keeps
+        try:
+            if _link_or_copy(dir_fd, name, kfd, target, st):
+                # Its IN_CREATE is read back by the plan: the mark tells the watcher so.
+                mark_commit(kfd, target, sources.kept_mark(target))
+            touched.append(target)
+            break
+        except FileExistsError:  # made since the listing: the next number
+            n += 1
+            target = history.version_name(keep.prefix, st.st_mtime_ns, n)
     return touched
 
 
-def _link_or_copy(dir_fd: int, name: str, kfd: int, target: str, st: os.stat_result) -> None:
-    """``target`` in ``kfd`` becomes the file ``name`` in ``dir_fd``: a hard link, or where
-    the file system has none (EPERM, EMLINK, EXDEV, ENOTSUP), a copy with its times."""
+def _link_or_copy(dir_fd: int, name: str, kfd: int, target: str, st: os.stat_result) -> bool:
+    """``target`` in ``kfd`` becomes the file ``name`` in ``dir_fd``: a hard link (True),
+    or where the file system has none (EPERM, EMLINK, EXDEV, ENOTSUP), a copy with its
+    times (False)."""
     try:
         os.link(name, target, src_dir_fd=dir_fd, dst_dir_fd=kfd, follow_symlinks=False)
-        return
+        return True
     except FileExistsError:
         raise
     except OSError as exc:
@@ -442,6 +489,7 @@ def _link_or_copy(dir_fd: int, name: str, kfd: int, target: str, st: os.stat_res
             os.close(new)
     finally:
         os.close(src)
+    return False
 
 
 def replace(
@@ -481,10 +529,11 @@ def remove_stale(folder: Place, names: Sequence[str]) -> int:
 
 def unlink(folder: Place, name: str, keep: Keep | None = None) -> list[str]:
     """Remove ``folder/name``; with ``keep``, keep it as history first (§7.2). Returns the
-    view paths of kept versions that came or went (`keep_version`)."""
+    view paths of kept versions that came or went (`keeping`)."""
     fd = open_dir(folder, create=False)
     try:
-        kept = keep_version(fd, name, keep) if keep is not None else []
+        with keeping(folder, fd, name, keep) as kept:
+            pass
         os.unlink(name, dir_fd=fd)
         os.fsync(fd)
     finally:
@@ -523,17 +572,16 @@ def rename(
     """Rename within the own source, atomically; with ``noreplace``, EEXIST if taken.
 
     ``keep`` keeps the replaced target as history, as `Stage.commit` does; returns the
-    view paths of kept versions that came or went (`keep_version`).
+    view paths of kept versions that came or went (`keeping`).
     """
-    kept: list[str] = []
     sfd = open_dir(src, create=False)
     try:
         # Within one folder (an agent's temp file renamed over its target) one descriptor
         # serves both sides: a second walk from the root would open the same folder.
         dfd = sfd if src == dst else open_dir(dst, create=True)
         try:
-            if keep is not None:
-                kept = keep_version(dfd, dst_name, keep)
+            with keeping(dst, dfd, dst_name, keep) as kept:
+                pass
             if noreplace:
                 _rename_noreplace(sfd, src_name, dfd, dst_name)
             else:
