@@ -500,7 +500,9 @@ async def test_a_rename_onto_an_open_writer_and_its_release_at_once(
         nursery.start_soon(rename, ops, "notes.md.tmp.1.0123456789ab", "notes.md")
         assert await trio.to_thread.run_sync(forgetting.wait, 10)
         nursery.start_soon(ok, ops, ops.release(fh))
-        await trio.sleep(0.2)  # the release runs as far as it may
+        # The release runs as far as it may: every task idle a while before the unlink
+        # that holds the rename back is let go.
+        await trio.testing.wait_all_tasks_blocked(cushion=0.05)
         go.set()
     assert notes.read_bytes() == b"renamed in\n"  # the replaced writer never commits
     assert await body(ops, "notes.md") == b"renamed in\n"

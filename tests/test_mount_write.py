@@ -617,7 +617,7 @@ def test_handoff_versions_replaced_within_one_second_keep_the_newest(
     """§7.2: the last N versions replaced are kept.
 
     Kept names are `<own>@<stamp of the replaced version's mtime>.md`, with `~2`, `~3`...
-    for versions of one second. Keeping once took the first free number, so once
+    for versions of one second. staging.keep_version took the first free number, so once
     pruning freed `@<stamp>.md`, the next version kept gets that name, sorts as the oldest
     (`_kept_order`) and is pruned at once: the newest replaced version is lost.
     """

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import os
 from pathlib import Path
@@ -457,17 +456,7 @@ def test_a_readable_file_says_so(memory: Path) -> None:
     assert scan(memory).files == [FileStat("notes.md", 6, at(5), mode=0o640, readable=True)]
 
 
-@pytest.fixture(params=["openat2", "by hand"])
-def walk(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """`open_below` both ways: one openat2, and one O_NOFOLLOW open per component."""
-    if request.param == "by hand":
-        monkeypatch.setattr(sources._openat2, "works", False)
-    return str(request.param)
-
-
-def test_open_below_refuses_every_symlink_on_the_way(
-    memory: Path, tmp_path: Path, walk: str
-) -> None:
+def test_open_below_refuses_every_symlink_on_the_way(memory: Path, tmp_path: Path) -> None:
     outside = tmp_path / "outside"
     (outside / "deep").mkdir(parents=True)
     write(outside / "deep" / "x.md", "outside")
@@ -498,38 +487,3 @@ def test_open_below_refuses_every_symlink_on_the_way(
         os.fstat(top)  # the caller's descriptor stays open
     finally:
         os.close(top)
-
-
-def test_open_below_walks_in_one_call_where_the_kernel_can(
-    memory: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Debian 12's kernel has openat2: a walk three folders deep opens nothing by hand.
-    Where it answers ENOSYS, the walk by hand takes over for good."""
-    (memory / "a" / "b" / "c").mkdir(parents=True)
-    top = os.open(memory, os.O_RDONLY | os.O_DIRECTORY)
-    by_hand: list[str] = []
-    real_open = os.open
-
-    def counted(path: str, flags: int, *args: object, **kw: object) -> int:
-        by_hand.append(path)
-        return real_open(path, flags, *args, **kw)  # type: ignore[arg-type]
-
-    try:
-        monkeypatch.setattr(os, "open", counted)
-        os.close(sources.open_below(top, ["a", "b", "c"]))
-        assert by_hand == []
-        assert sources._openat2.works
-
-        def enosys(*_: object) -> int:
-            ctypes.set_errno(errno.ENOSYS)
-            return -1
-
-        monkeypatch.setattr(sources._openat2, "works", True)  # undone below: it turns False
-        monkeypatch.setattr(sources._openat2, "_syscall", enosys)
-        os.close(sources.open_below(top, ["a", "b", "c"]))
-        assert by_hand == ["a", "b", "c"]
-        assert not sources._openat2.works
-    finally:
-        monkeypatch.undo()
-        os.close(top)
-    assert sources._openat2.works

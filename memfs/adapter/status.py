@@ -106,7 +106,7 @@ def _report(ops: Reporting) -> dict[str, Any]:
         # Folders inotify could not watch (its limit): changes in them show late.
         "watch_failures": watcher.watches.failures if watcher is not None else 0,
         # memfs's own renames (commits included), skipped: their plans read the names back.
-        "own_changes_skipped": watcher.own_skipped if watcher is not None else 0,
+        "own_renames_skipped": watcher.own_renames if watcher is not None else 0,
         "stale_swept": ops.stats.stale_swept,
         "stale_removed": ops.stats.stale_removed,
         "inodes": len(ops.inodes),

@@ -79,15 +79,14 @@ from memfs.view.project import Origin, Project
 
 log = logging.getLogger(__name__)
 
-MARK_WAIT_S = 0.002  # how long held events wait for memfs's mark (`read_events`)
+MARK_WAIT_S = 0.002  # how long a rename's events wait for memfs's mark (`read_events`)
 EVENTS_WAIT_S = 0.003  # how long new events wait for the worker calls in flight (same)
 
 
 async def read_events(inotify: Inotify) -> tuple[list[Event], int]:
-    """The next batch of events as (wd, mask, name), without those of each rename and
-    version kept this process made itself, when its mark follows them (`inotify.sift`):
-    the plan that made them reads the names back. Returns the batch and how many such
-    changes it skipped."""
+    """The next batch of events as (wd, mask, name), without the two events of each
+    rename this process made itself, when its mark follows them (`inotify.sift`): the plan
+    that renamed reads both names back. Returns the batch and how many renames it skipped."""
     await trio.lowlevel.wait_readable(inotify.fd)
     # A change of memfs's own (a commit: the kept version's link, the prune, the rename,
     # its mark) makes its events while its worker runs: they are read once it is done, in
@@ -102,11 +101,11 @@ async def read_events(inotify: Inotify) -> tuple[list[Event], int]:
         sifted = sift(raw, held)
         events += sifted.events
         held = sifted.held
-        own += sifted.own
+        own += sifted.own_renames
         if not held:
             return events, own
-        # The worker makes the mark a moment after its rename or link: wait that moment for
-        # it (anyone else's waits as long, then is read as usual).
+        # The worker makes the mark a moment after its rename: wait that moment for it
+        # (a rename of anyone else's waits as long, then is read as usual).
         raw = []
         with trio.move_on_after(MARK_WAIT_S):
             raw = await _queued(inotify)
@@ -197,7 +196,7 @@ class Watcher:
         self._send, self._receive = trio.open_memory_channel[list[Event] | _Work](math.inf)
         self.ahead = ReadAhead(catalog)  # the adapter asks it too, after a write
         self.events = 0
-        self.own_skipped = 0  # changes of this process's (renames, versions kept), skipped
+        self.own_renames = 0  # renames of this process's, skipped (`read_events`)
         self.overflows = 0
         self.loads = 0
         # Called in the worker on a project just built, before anyone sees it: the adapter
@@ -395,7 +394,7 @@ class Watcher:
     async def _read(self) -> None:
         while True:
             batch, own = await read_events(self.inotify)
-            self.own_skipped += own
+            self.own_renames += own
             self.events += len(batch)
             self._send.send_nowait(batch)
 

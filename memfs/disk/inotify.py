@@ -9,8 +9,7 @@ makes and removes a mark (`staging.mark_commit`, a name with the prefix
 `sources.OWN_MARK_PREFIX` that only this process uses). `sift` drops a file's
 IN_MOVED_FROM and IN_MOVED_TO of one cookie when that mark's IN_CREATE comes right after
 them: the plan that renamed reads both names back. Any other event between them, and the
-rename is read as usual. A version kept (its hard link into ``.history/``) is marked the
-same way, with a mark named for that version, and its IN_CREATE dropped alike.
+rename is read as usual.
 """
 
 from __future__ import annotations
@@ -96,39 +95,32 @@ class Sifted(NamedTuple):
     """What `sift` made of a run of events."""
 
     events: list[Event]  # to read, in order
-    held: list[Raw]  # an own change's events, until the next event says whether a mark follows
-    own: int  # changes of this process's (renames, versions kept), skipped
+    held: list[Raw]  # a rename's events, until the next event says whether the mark follows
+    own_renames: int  # renames of this process's, skipped
 
 
 def sift(raw: Iterable[Raw], held: Iterable[Raw] = ()) -> Sifted:
-    """The events of ``raw``, after those ``held`` from the run before, without those of
-    each change this process made itself, when its mark follows them: a rename's two, and
-    the one of a version kept in ``.history/`` (its hard link).
+    """The events of ``raw``, after those ``held`` from the run before, without the two
+    events of each rename this process made itself, when its mark follows them.
 
     A file's IN_MOVED_FROM, then its IN_MOVED_TO of the same cookie, are held until the
-    next event: dropped if it is a mark in the folder renamed into, read as usual
-    otherwise. A folder's rename is never held (the watcher rescans it). A file's
-    IN_CREATE is held when it could be a kept version's link: dropped if the next event is
-    that version's mark (`sources.kept_mark`), read as usual otherwise. What is still held
-    at the end is returned held: the caller waits a moment for the mark, then sifts on or
-    takes them (`unheld`).
+    next event: dropped if it is the mark, read as usual otherwise. A folder's rename is
+    never held (the watcher rescans it). What is still held at the end is returned held:
+    the caller waits a moment for the mark, then sifts on or takes them (`unheld`).
     """
     events: list[Event] = []
     kept = list(held)
     own = 0
     for event in raw:
-        wd, mask, _, name = event
-        if kept and _marks(event, kept):
+        wd, mask, cookie, name = event
+        if len(kept) == 2 and _marks(event, kept[1]):
             own += 1
             kept = []
-        elif len(kept) == 1 and kept[0][1] & IN_MOVED_FROM and _arrives(event, kept[0]):
+        elif len(kept) == 1 and mask & IN_MOVED_TO and cookie == kept[0][2]:
             kept = [*kept, event]
             continue
         events += unheld(kept)
         if mask & IN_MOVED_FROM and not mask & IN_ISDIR:  # a folder's is rescanned
-            kept = [event]
-            continue
-        if mask & IN_CREATE and not mask & IN_ISDIR and _may_be_kept(name):
             kept = [event]
             continue
         events.append((wd, mask, name))
@@ -141,24 +133,8 @@ def unheld(held: Iterable[Raw]) -> list[Event]:
     return [(wd, mask, name) for wd, mask, _, name in held]
 
 
-def _arrives(event: Raw, departure: Raw) -> bool:
-    """Whether ``event`` is the IN_MOVED_TO of the rename ``departure`` began."""
-    return bool(event[1] & IN_MOVED_TO) and event[2] == departure[2]
-
-
-def _may_be_kept(name: str) -> bool:
-    """Whether a file of this name could be a version kept (``<source>@<UTC>[~n].md``)."""
-    return "@" in name and name.endswith(".md")
-
-
-def _marks(event: Raw, held: list[Raw]) -> bool:
-    """Whether ``event`` is this process's mark of the change ``held`` holds: after a
-    rename (`staging.mark_commit`), any of its marks in the folder renamed into; after a
-    version's link, that version's own mark in its folder."""
+def _marks(event: Raw, arrival: Raw) -> bool:
+    """Whether ``event`` is this process's mark (`staging.mark_commit`) in the folder of
+    the rename ``arrival`` (an IN_MOVED_TO) that came right before it."""
     wd, mask, _, name = event
-    last = held[-1]
-    if not mask & IN_CREATE or wd != last[0] or not name.startswith(sources.OWN_MARK_PREFIX):
-        return False
-    if len(held) == 2:  # a rename's two
-        return not name.startswith(sources.OWN_KEPT_MARK_PREFIX)
-    return bool(last[1] & IN_CREATE) and name == sources.kept_mark(last[3])
+    return bool(mask & IN_CREATE) and wd == arrival[0] and name.startswith(sources.OWN_MARK_PREFIX)

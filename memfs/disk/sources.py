@@ -4,20 +4,18 @@
 synchronous and may block on the disk, so the adapter calls the slow ones from a thread.
 
 Containment: a source's root comes from the user's configuration and is trusted; below it,
-every component is opened with ``O_NOFOLLOW`` relative to its parent's descriptor, so no
-symlink, ``..`` or rename race reaches outside the source. Symlinks are never followed or
-served.
+every component is opened with ``O_NOFOLLOW`` relative to its parent's descriptor
+(`open_below`), so no symlink, ``..`` or rename race reaches outside the source. Symlinks
+are never followed or served.
 """
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import logging
 import os
 import secrets
 import stat
-import zlib
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -36,8 +34,6 @@ STAGE_PREFIX = names.STAGE_PREFIX
 # its renames are read as anyone's.
 OWN_STAGE_PREFIX = STAGE_PREFIX + secrets.token_hex(4)
 OWN_MARK_PREFIX = OWN_STAGE_PREFIX + "mark."
-# The mark after a version kept (its hard link into .history/), named for that version.
-OWN_KEPT_MARK_PREFIX = OWN_MARK_PREFIX + "kept."
 NAME_MAX = 255
 # Deeper folders are left out: a scan must never exhaust the stack on a hostile tree.
 MAX_DEPTH = 64
@@ -103,13 +99,6 @@ def list_slug_folders(root: Path) -> list[str]:
         return []
 
 
-def kept_mark(name: str) -> str:
-    """The mark made right after the version ``name`` was linked into its folder: the
-    watcher skips that link's IN_CREATE for it (the plan reads the version back), and for
-    no other name."""
-    return OWN_KEPT_MARK_PREFIX + f"{zlib.crc32(os.fsencode(name)):08x}"
-
-
 def folder_fd(
     root: Path, parts: Sequence[str], near: tuple[Sequence[str], int] | None = None
 ) -> int:
@@ -133,12 +122,8 @@ def folder_fd(
 
 def open_below(dir_fd: int, parts: Sequence[str], flags: int = DIR_FLAGS) -> int:
     """A descriptor for ``parts`` below the folder ``dir_fd`` (which stays open): a folder,
-    or with ``flags`` a file; no component may be a symlink, the last one included.
-
-    One ``openat2(RESOLVE_NO_SYMLINKS)`` walks the whole path in the kernel: each step of a
-    walk by hand is an open and a close, and each a moment the worker lets go of the GIL
-    and waits to get it back. Where the kernel has no openat2 (before 5.6, or a sandbox
-    that refuses it), the walk is made one ``O_NOFOLLOW`` component at a time, as safe.
+    or with ``flags`` a file; each component opened with ``O_NOFOLLOW`` relative to its
+    parent's descriptor, so none may be a symlink, the last one included.
 
     Raises:
         OSError: ``ELOOP``/``ENOTDIR`` for a symlink or file in the way, ``ENOENT`` if absent,
@@ -149,10 +134,6 @@ def open_below(dir_fd: int, parts: Sequence[str], flags: int = DIR_FLAGS) -> int
             raise OSError(errno.EINVAL, f"invalid path component {part!r}")
     if not parts:
         return os.dup(dir_fd)  # O_CLOEXEC like every descriptor os makes
-    if _openat2.works:
-        fd = _openat2(dir_fd, "/".join(parts), flags)
-        if fd >= 0:
-            return fd
     fd = dir_fd
     try:
         for i, part in enumerate(parts):
@@ -165,61 +146,6 @@ def open_below(dir_fd: int, parts: Sequence[str], flags: int = DIR_FLAGS) -> int
             os.close(fd)
         raise
     return fd
-
-
-class _OpenHow(ctypes.Structure):
-    _fields_ = (("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64))
-
-
-class _Openat2:
-    """openat2(2) through libc's syscall(), which the os module does not wrap.
-
-    Its number is 437 on every architecture (syscalls added since 5.1 share one table).
-    ``RESOLVE_BENEATH`` on top of no symlinks: nothing absolute or ``..`` leaves the folder
-    even if a name check above were ever skipped.
-    """
-
-    NUMBER = 437
-    RESOLVE_NO_MAGICLINKS, RESOLVE_NO_SYMLINKS, RESOLVE_BENEATH = 0x02, 0x04, 0x08
-
-    def __init__(self) -> None:
-        self.works = True
-        try:
-            self._syscall = ctypes.CDLL(None, use_errno=True).syscall
-        except (OSError, AttributeError):
-            self.works = False
-            return
-        self._syscall.restype = ctypes.c_long
-
-    def __call__(self, dir_fd: int, path: str, flags: int) -> int:
-        """The descriptor; -1 when openat2 itself is not to be had (then ``works`` is
-        False, or it was refused this once: the caller walks by hand, which says why).
-
-        Raises:
-            OSError: what the path gives (ENOENT, ELOOP, ENOTDIR, EACCES...).
-        """
-        how = _OpenHow(
-            flags, 0, self.RESOLVE_NO_SYMLINKS | self.RESOLVE_NO_MAGICLINKS | self.RESOLVE_BENEATH
-        )
-        fd: int = self._syscall(
-            ctypes.c_long(self.NUMBER),
-            ctypes.c_int(dir_fd),
-            ctypes.c_char_p(os.fsencode(path)),
-            ctypes.byref(how),
-            ctypes.c_size_t(ctypes.sizeof(how)),
-        )
-        if fd >= 0:
-            return fd
-        err = ctypes.get_errno()
-        if err == errno.ENOSYS:
-            self.works = False
-            return -1
-        if err in (errno.EPERM, errno.EAGAIN, errno.EINTR, errno.E2BIG):
-            return -1  # a seccomp filter, or a retry the walk by hand does not need
-        raise OSError(err, os.strerror(err), path)
-
-
-_openat2 = _Openat2()
 
 
 @contextmanager

@@ -21,7 +21,7 @@ import logging
 import os
 import secrets
 import stat
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -144,7 +144,7 @@ class Stage:
         self.mode = mode
         self.dirty = False
         self.dead = False  # its name was unlinked: it never commits (forget_temp)
-        self.kept: list[str] = []  # view paths the last commit kept or pruned (`keeping`)
+        self.kept: list[str] = []  # view paths the last commit kept or pruned (`keep_version`)
         self._dir_fd = open_dir(folder, create=True)
         self.temp = ""
         self.fd = -1
@@ -271,10 +271,9 @@ class Stage:
         """
         if not self.dirty or not self.temp:
             return None
-        with keeping(self.folder, self._dir_fd, self.name, keep) as kept:
-            os.fsync(self.fd)
-        self.kept = kept
+        os.fsync(self.fd)
         self._stop_writing()
+        self.kept = keep_version(self.folder, self._dir_fd, self.name, keep)
         os.rename(self.temp, self.name, src_dir_fd=self._dir_fd, dst_dir_fd=self._dir_fd)
         mark_commit(self._dir_fd, self.fd)
         if sync_folder:
@@ -316,7 +315,7 @@ class Stage:
         self.fd = self._dir_fd = -1
 
 
-def mark_commit(dir_fd: int, renamed: int | str, name: str = "") -> None:
+def mark_commit(dir_fd: int, renamed: int | str) -> None:
     """Right after a commit's or a rename's rename(2), in the folder it renamed into, and
     before the plan reads the names back: an event under a name no one else uses (an
     ``OWN_MARK_PREFIX...`` name made and removed again).
@@ -336,11 +335,8 @@ def mark_commit(dir_fd: int, renamed: int | str, name: str = "") -> None:
     114 µs (no inode is allocated and freed), and a write pays two marks. Where no link
     can be made (a folder, a file system without hard links, a file owned by someone else
     under ``fs.protected_hardlinks``, no /proc), an empty file is the mark.
-
-    A version kept (`keeping`) is marked the same way, right after its link, with the
-    mark ``name`` that `sources.kept_mark` gives that version.
     """
-    name = name or sources.OWN_MARK_PREFIX + secrets.token_hex(4)
+    name = sources.OWN_MARK_PREFIX + secrets.token_hex(4)
     try:
         if isinstance(renamed, int):
             # The descriptor's own file, whatever name it has now (unprivileged, unlike
@@ -368,49 +364,40 @@ def copy_fd(src: int, dst: int) -> None:
         offset += len(chunk)
 
 
-@contextlib.contextmanager
-def keeping(folder: Place, dir_fd: int, name: str, keep: Keep | None) -> Iterator[list[str]]:
-    """Keep the version at ``name`` (in ``folder``, open as ``dir_fd``) for the block that
-    replaces or removes it: hard-linked into ``keep.folder`` before the block, and that
-    folder fsynced when the block is through, before the caller replaces the name. Yields
-    the view paths that came or went there, versions pruned past ``keep.last`` and what
-    ``keep.drop`` names among them (the caller updates its view of exactly those); with no
+def keep_version(folder: Place, dir_fd: int, name: str, keep: Keep | None) -> list[str]:
+    """Hard-link the current ``name`` (if any; in ``folder``, open as ``dir_fd``) into
+    ``keep`` before it is replaced or removed, fsync that folder, then drop what
+    ``keep.drop`` names. Returns the view paths that came or went there, versions pruned
+    past ``keep.last`` among them (the caller updates its view of exactly those); with no
     ``keep`` (or no non-empty file at ``name``) it keeps nothing.
 
     A hard link costs no copy and makes the kept version exactly the replaced bytes: every
     change through the mount replaces a file by a rename (or removes its name), so nothing
     writes into the kept inode afterwards. Where no hard link can be made (a file system
-    without them), the bytes are copied.
-
-    Why a block: a commit fsyncs its new file inside it. On ext4 that fsync commits the
-    journal with the link in it, and the history folder's fsync after it only flushes the
-    disk's cache; with the folder fsynced first, the two were two journal commits. The
-    order that matters stays: the kept version is durable before its name is replaced.
+    without them), the bytes are copied. The folder's fsync comes before the caller
+    replaces the name: the kept version is durable first.
     """
     if keep is None:
-        yield []
-        return
+        return []
     try:
         st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     except FileNotFoundError:
-        yield []
-        return
+        return []
     if not stat.S_ISREG(st.st_mode) or st.st_size == 0:
         # An empty version holds no memory: keeping it would only make a folder under
         # .history/ for every scratch file a tool makes and removes.
-        yield []
-        return
+        return []
     kfd = open_dir(keep.folder, create=True, near=(folder, dir_fd))
     try:
         touched = keep.view_paths(_keep_one(dir_fd, name, st, kfd, keep))
-        if keep.project is not None:
-            for view in keep.drop:
-                if _drop_kept(keep.project, view):
-                    touched.append(view)
-        yield touched
         os.fsync(kfd)
     finally:
         os.close(kfd)
+    if keep.project is not None:
+        for view in keep.drop:
+            if _drop_kept(keep.project, view):
+                touched.append(view)
+    return touched
 
 
 def _drop_kept(project: Place, view: str) -> bool:
@@ -452,9 +439,7 @@ def _keep_one(dir_fd: int, name: str, st: os.stat_result, kfd: int, keep: Keep) 
             os.unlink(old, dir_fd=kfd)
     while target not in dropped:  # the replaced version is not older than all it keeps
         try:
-            if _link_or_copy(dir_fd, name, kfd, target, st):
-                # Its IN_CREATE is read back by the plan: the mark tells the watcher so.
-                mark_commit(kfd, target, sources.kept_mark(target))
+            _link_or_copy(dir_fd, name, kfd, target, st)
             touched.append(target)
             break
         except FileExistsError:  # made since the listing: the next number
@@ -463,13 +448,12 @@ def _keep_one(dir_fd: int, name: str, st: os.stat_result, kfd: int, keep: Keep) 
     return touched
 
 
-def _link_or_copy(dir_fd: int, name: str, kfd: int, target: str, st: os.stat_result) -> bool:
-    """``target`` in ``kfd`` becomes the file ``name`` in ``dir_fd``: a hard link (True),
-    or where the file system has none (EPERM, EMLINK, EXDEV, ENOTSUP), a copy with its
-    times (False)."""
+def _link_or_copy(dir_fd: int, name: str, kfd: int, target: str, st: os.stat_result) -> None:
+    """``target`` in ``kfd`` becomes the file ``name`` in ``dir_fd``: a hard link, or where
+    the file system has none (EPERM, EMLINK, EXDEV, ENOTSUP), a copy with its times."""
     try:
         os.link(name, target, src_dir_fd=dir_fd, dst_dir_fd=kfd, follow_symlinks=False)
-        return True
+        return
     except FileExistsError:
         raise
     except OSError as exc:
@@ -489,7 +473,6 @@ def _link_or_copy(dir_fd: int, name: str, kfd: int, target: str, st: os.stat_res
             os.close(new)
     finally:
         os.close(src)
-    return False
 
 
 def replace(
@@ -529,11 +512,10 @@ def remove_stale(folder: Place, names: Sequence[str]) -> int:
 
 def unlink(folder: Place, name: str, keep: Keep | None = None) -> list[str]:
     """Remove ``folder/name``; with ``keep``, keep it as history first (§7.2). Returns the
-    view paths of kept versions that came or went (`keeping`)."""
+    view paths of kept versions that came or went (`keep_version`)."""
     fd = open_dir(folder, create=False)
     try:
-        with keeping(folder, fd, name, keep) as kept:
-            pass
+        kept = keep_version(folder, fd, name, keep)
         os.unlink(name, dir_fd=fd)
         os.fsync(fd)
     finally:
@@ -572,7 +554,7 @@ def rename(
     """Rename within the own source, atomically; with ``noreplace``, EEXIST if taken.
 
     ``keep`` keeps the replaced target as history, as `Stage.commit` does; returns the
-    view paths of kept versions that came or went (`keeping`).
+    view paths of kept versions that came or went (`keep_version`).
     """
     sfd = open_dir(src, create=False)
     try:
@@ -580,8 +562,7 @@ def rename(
         # serves both sides: a second walk from the root would open the same folder.
         dfd = sfd if src == dst else open_dir(dst, create=True)
         try:
-            with keeping(dst, dfd, dst_name, keep) as kept:
-                pass
+            kept = keep_version(dst, dfd, dst_name, keep)
             if noreplace:
                 _rename_noreplace(sfd, src_name, dfd, dst_name)
             else:
