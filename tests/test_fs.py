@@ -53,9 +53,10 @@ from helpers import (
     write_through,
 )
 
-from memfs.adapter import fs
+from memfs.adapter import fs, kernel
 from memfs.adapter.fs import HERE_INODE, ROOT_INODE, STATUS_XATTR, MemFS
 from memfs.disk import config as cfg
+from memfs.disk.pins import folder_limit
 from memfs.disk.sources import NAME_MAX
 from memfs.rules.slug import claude_slug
 from memfs.view import documents as documents_module
@@ -785,6 +786,39 @@ async def test_a_warm_open_checks_only_the_disk_and_reads_through_the_kept_descr
         await ops.release(info.fh)
     assert whole == [a.st_ino] * 3
     ops._check()
+
+
+async def test_past_the_kept_descriptors_limit_an_open_takes_the_whole_way(
+    sample: Sample, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kernel.version_fd_limit: a version read once the records keep as many descriptors as
+    they may keeps none; each of its opens takes the whole way and reads right."""
+    ops = sample.ops
+    ops.kernel.fd_limit = 1
+    a = await walk(ops, f"{CLAUDE_SLUG}/a.md")
+    b = await walk(ops, f"{CLAUDE_SLUG}/b.md")
+    for _ in range(2):
+        assert await cat(ops, a.st_ino) == OWN_A.encode()
+        assert await cat(ops, b.st_ino) == B_BODY.encode()
+    fds = open_fds()
+    whole = whole_ways(ops, monkeypatch)
+    for _ in range(2):
+        assert await cat(ops, a.st_ino) == OWN_A.encode()
+        assert await cat(ops, b.st_ino) == B_BODY.encode()
+    assert whole == [b.st_ino] * 2
+    assert ops.kernel.fds_kept == 1
+    assert open_fds() == fds  # b's descriptor closed at each release
+    ops._check()
+
+
+@pytest.mark.parametrize("soft", [256, 1024, 4096, 20_000, 524_288, 1 << 20])
+def test_the_descriptor_limit_is_shared_by_versions_folders_and_the_rest(soft: int) -> None:
+    versions, folders = kernel.version_fd_limit(soft), folder_limit(soft)
+    rest = soft - versions - folders
+    assert 0 <= versions <= kernel.MOST_VERSION_FDS
+    assert rest >= min(max(soft // 8, kernel.OTHER_DESCRIPTORS), soft - folders)
+    if soft == 20_000:  # this machine's hard limit: a version descriptor for 15,000 files
+        assert versions == 15_000
 
 
 def _touched_on_disk(sample: Sample, path: str) -> bytes:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import resource
 import subprocess
 import sys
 from pathlib import Path
@@ -121,22 +122,34 @@ def test_at_most_limit_folders_are_kept(tmp_path: Path) -> None:
     pins.close()
 
 
-def test_the_daemon_raises_its_descriptor_limit_before_it_keeps_any() -> None:
-    # A child with a soft limit of 256 (systemd's default is 1024): the daemon's start
-    # raises it to the hard limit, and the folders kept are an eighth of the new one.
+def _limits_after_raise(as_nobody: bool) -> tuple[int, int, int]:
+    """(soft, hard, the hard limit it started with) in a child that starts with a soft
+    limit of 256 (systemd's default is 1024) and a hard one of at most 4,096, as itself or,
+    with ``as_nobody``, as the user nobody, after the daemon's start raised them."""
+    hard = min(resource.getrlimit(resource.RLIMIT_NOFILE)[1], 4096)
     script = (
-        "import resource\n"
+        "import os, resource, sys\n"
         "from memfs.app import mount\n"
         "from memfs.disk import pins\n"
-        "hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]\n"
-        "resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))\n"
+        f"resource.setrlimit(resource.RLIMIT_NOFILE, (256, {hard}))\n"
+        "if sys.argv[1] == 'nobody' and os.geteuid() == 0:\n"
+        "    os.setgid(65534)\n"
+        "    os.setuid(65534)  # no capability left\n"
         "mount._raise_descriptor_limit()\n"
-        "soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]\n"
+        "soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)\n"
         "print(soft, hard, pins.Pins().limit)\n"
     )
+    who = "nobody" if as_nobody else "self"
     done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=30, check=True
+        [sys.executable, "-c", script, who], capture_output=True, text=True, timeout=30, check=True
     )
-    soft, hard, limit = map(int, done.stdout.split())
-    assert soft == (hard if hard != -1 else 1 << 20)
-    assert limit == max(1, min(soft // 8, 8192))
+    soft, raised, limit = map(int, done.stdout.split())
+    assert limit == max(1, min(soft // 8, 8192))  # the folders kept: an eighth of it
+    return soft, raised, hard
+
+
+@pytest.mark.parametrize("as_nobody", [False, True])
+def test_the_daemon_raises_its_descriptor_limit_before_it_keeps_any(as_nobody: bool) -> None:
+    # The soft limit up to the hard one, which stays: as root too (CI) and as a normal user.
+    soft, raised, hard = _limits_after_raise(as_nobody)
+    assert (soft, raised) == (hard, hard)

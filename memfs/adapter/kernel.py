@@ -30,7 +30,8 @@ that no read ever combines two versions:
   (`pins.py`): one that does not match is served with direct I/O, past the page cache.
 * The descriptor of the version the kernel's pages hold is kept with its record, so the
   next open of that version costs an fstat instead of an openat, an fstat and a close
-  (`Kernel.reuse`); the fstat is what makes it safe. An open served with direct I/O reads
+  (`Kernel.reuse`); the fstat is what makes it safe. As many are kept as
+  `version_fd_limit` allows, first come first kept. An open served with direct I/O reads
   through a copy of its own: the record may close its descriptor whenever it is dropped.
 * An open that took the whole way above and was served through the page cache with the
   record's descriptor leaves the record *warm* (`Kernel.warmed`): what it checked holds
@@ -66,7 +67,7 @@ from memfs.adapter.indexes import IndexReads
 from memfs.adapter.inodes import ROOT_INODE, Inodes, Key
 from memfs.adapter.renderings import Renderings
 from memfs.adapter.writing import OpenFile, OpenFiles
-from memfs.disk.pins import Pins
+from memfs.disk.pins import Pins, folder_limit
 from memfs.disk.staging import Stage
 from memfs.rules.tree import parent_of
 from memfs.view.catalog import Catalog
@@ -94,6 +95,25 @@ def token_of_leaf(project: Project, leaf: Leaf) -> Token:
         return ("memory", len(data), hash(data))
     v = leaf.version
     return (v.origin, v.path, v.size, v.mtime_ns, v.ino)
+
+
+# What the process may open beyond the versions' and the folders' descriptors: handles'
+# own descriptors (writers' stages, reads served with direct I/O), a commit's folders, a
+# project's load, the watcher, the journal. An eighth of the limit, and never less than this.
+OTHER_DESCRIPTORS = 512
+MOST_VERSION_FDS = 65536
+
+
+def version_fd_limit(soft: int) -> int:
+    """How many versions' descriptors the records may keep (`Kernel.fd_limit`) when the
+    process may open ``soft``: what the source folders (pins.py) and everything else
+    (`OTHER_DESCRIPTORS`) leave. A version beyond it is opened and closed at every open
+    (an openat, an fstat, a close, and the whole way in Python): with half of the limit, as
+    before, a hard limit of 20,000 (a container's) left a third of the benchmark's 15,200
+    files so, and a warm `cat` of them all measured 1.24x the floor against 1.16x now
+    (ARCHITECTURE.md, "Descriptors")."""
+    other = max(soft // 8, OTHER_DESCRIPTORS)
+    return max(0, min(soft - folder_limit(soft) - other, MOST_VERSION_FDS))
 
 
 @dataclass(eq=False, slots=True)
@@ -124,9 +144,7 @@ class Kernel:
         self._drained: dict[int, trio.Event] = {}  # inode -> set when its readers are gone
         self.sent = 0
         self.errors = 0
-        # Descriptors kept in _Cached records: at most half of what the process may open
-        # (pins.py keeps an eighth), the rest for handles, stages and the rest.
-        self.fd_limit = min(resource.getrlimit(resource.RLIMIT_NOFILE)[0] // 2, 65536)
+        self.fd_limit = version_fd_limit(resource.getrlimit(resource.RLIMIT_NOFILE)[0])
         self.fds_kept = 0
 
     # --- serving an open ------------------------------------------------------------

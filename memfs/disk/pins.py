@@ -27,9 +27,12 @@ from memfs.disk import sources
 
 # Folders kept open, past it the oldest goes: an eighth of what the process may open (the
 # benchmark's 600 projects in 4 sources are 2,000 folders).
-def folder_limit() -> int:
-    """Read when a Pins is made: mount.py raises the descriptor limit before that."""
-    return max(1, min(resource.getrlimit(resource.RLIMIT_NOFILE)[0] // 8, 8192))
+def folder_limit(soft: int | None = None) -> int:
+    """Of ``soft`` descriptors, or of the process's soft limit, read when a Pins is made:
+    mount.py raises the descriptor limit before that."""
+    if soft is None:
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return max(1, min(soft // 8, 8192))
 
 
 FolderKey = tuple[Path, tuple[str, ...]]  # (source root, components below it)
