@@ -437,10 +437,12 @@ class Mount:
         args: Sequence[str] = (),
         watchdog: float = WATCHDOG,
         name: str = "memfs",
+        nofile: int | None = None,
     ) -> None:
         self.sandbox = sandbox
         self.mountpoint = Path(os.path.realpath(sandbox.mountpoint))
         self.args = list(args)
+        self.nofile = nofile  # the daemon's soft and hard RLIMIT_NOFILE, if given
         self.watchdog_after = watchdog
         self.log_path = sandbox.base / f"{name}.log"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -465,6 +467,8 @@ class Mount:
             str(self.sandbox.config_path),
             *self.args,
         ]
+        if self.nofile is not None:
+            cmd = ["prlimit", f"--nofile={self.nofile}:{self.nofile}", "--", *cmd]
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
                 cmd,
@@ -558,8 +562,10 @@ class Mounts:
         self.pids: list[int] = []  # daemons started some other way (memfs mount)
         self._logs = logs
 
-    def __call__(self, *, args: Sequence[str] = (), wait: bool = True) -> Mount:
-        mount = Mount(self.sandbox, args=args, name=f"memfs-{len(self.started)}")
+    def __call__(
+        self, *, args: Sequence[str] = (), wait: bool = True, nofile: int | None = None
+    ) -> Mount:
+        mount = Mount(self.sandbox, args=args, name=f"memfs-{len(self.started)}", nofile=nofile)
         self.started.append(mount)
         self._logs.append(mount.log_path)
         return mount.start(wait=wait)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -973,3 +974,36 @@ def test_source_folder_named_here_does_not_shadow_the_here_link(
         check=False,
     )
     assert link.stdout.strip() == slug_of(alpha), link
+
+
+def test_under_a_low_descriptor_limit_every_read_and_writer_works(
+    sandbox: Sandbox, mounts: Mounts
+) -> None:
+    """kernel.version_fd_limit: a daemon whose hard limit is 1,024 keeps 384 versions'
+    descriptors; the files past them are opened anew at each read, and the rest of the
+    limit leaves room for 100 writers open at once while every file is read again."""
+    topics = {f"topic-{i:04}.md": f"topic {i}\n".encode() for i in range(1000)}
+    for name, body in topics.items():
+        sandbox.write("personal", SLUG, name, body)
+    mount = mounts(nofile=1024)
+    limits = Path(f"/proc/{mount.pid}/limits").read_text()
+    assert re.search(r"^Max open files\s+1024\s+1024\s", limits, re.M), limits
+    folder = mount.mountpoint / SLUG
+    for _ in range(2):
+        for name, body in topics.items():
+            assert read(folder / name) == body
+    news = {f"new-{i:03}.md": f"new {i}\n".encode() for i in range(100)}
+    writers = []
+    try:
+        for name, body in news.items():
+            writers.append(open(folder / name, "wb"))  # noqa: SIM115
+            writers[-1].write(body)
+            writers[-1].flush()
+        for name, body in topics.items():
+            assert read(folder / name) == body
+    finally:
+        for f in writers:
+            f.close()
+    for name, body in news.items():
+        assert read(folder / name) == body
+        assert (sandbox.folder("personal", SLUG) / name).read_bytes() == body
