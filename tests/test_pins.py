@@ -126,7 +126,8 @@ def _limits_after_raise(as_nobody: bool) -> tuple[int, int, int]:
     """(soft, hard, the hard limit it started with) in a child that starts with a soft
     limit of 256 (systemd's default is 1024) and a hard one of at most 4,096, as itself or,
     with ``as_nobody``, as the user nobody, after the daemon's start raised them."""
-    hard = min(resource.getrlimit(resource.RLIMIT_NOFILE)[1], 4096)
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    hard = 4096 if hard == resource.RLIM_INFINITY else min(hard, 4096)
     script = (
         "import os, resource, sys\n"
         "from memfs.app import mount\n"
