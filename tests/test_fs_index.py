@@ -321,3 +321,19 @@ def test_state_folder_keeps_hidden_lines_private(tmp_path: Path) -> None:
     assert (tmp_path / state.HIDDEN_LINES).stat().st_mode & 0o777 == 0o700
     state.save_hidden_lines(tmp_path, "-p", [])
     assert not path.exists()
+
+
+async def test_a_backfill_of_only_the_preamble_makes_no_empty_index(sample: Sample) -> None:
+    # Issue 36: in a brand-new project memfs shows only PREAMBLE.md, so Claude Code's
+    # backfill writes an index of that one link: nothing of it may land, not even an
+    # empty own MEMORY.md (PREAMBLE.md would show an empty index section).
+    ops = sample.ops
+    slug = claude_slug("/home/a/brand-new")
+    await create_and_write(ops, CTX, "MEMORY.md", b"- [PREAMBLE](PREAMBLE.md)\n", slug)
+    own = sample.own.parent.parent / slug / "memory"
+    assert not (own / "MEMORY.md").exists()
+    project = await ops.lookup(ROOT_INODE, slug.encode(), CTX)
+    assert await fuse_errno(ops.lookup(project.st_ino, b"MEMORY.md", CTX)) == 2
+    # A file written empty on purpose (`touch`) still lands, as any file would.
+    await create_and_write(ops, CTX, "MEMORY.md", b"", slug)
+    assert (own / "MEMORY.md").read_bytes() == b""

@@ -222,6 +222,22 @@ def test_lines_another_writer_added_since_the_read_are_kept() -> None:
     assert second.own == OWN + "- [B](b.md)\n- [A](a.md)\n"
 
 
+def test_a_removed_topic_link_hides_another_versions_line_for_it() -> None:
+    # Issue 36: own and work both link style.md, in other words; the union shows own's.
+    # Removing it must not bring work's back: the topic link was removed.
+    own = "# Memory\n- [Style](style.md)\n"
+    work = "- [Style guide](style.md) from work\n- [B](b.md)\n"
+    read = union_of(own, [work])
+    assert "from work" not in read
+    saved = save_change(read, read.replace("- [Style](style.md)\n", ""), own)
+    hidden = hidden_after(frozenset(), saved, [work])
+    assert hidden == {"- [Style guide](style.md) from work"}
+    assert "style.md" not in union_of(saved.own, [without_lines(work, hidden)])
+    # A writer that links the topic again in other words keeps work's line shown.
+    again = save_change(read, read.replace("[Style]", "[Style, reworded]"), own)
+    assert hidden_after(frozenset(), again, [work]) == frozenset()
+
+
 def test_a_line_removed_meanwhile_by_another_writer_stays_removed() -> None:
     read = union_of(OWN, [WORK])
     first = save_change(read, read.replace("- [Style](style.md)\n", ""), OWN)
@@ -237,6 +253,15 @@ def test_a_line_removed_meanwhile_by_another_writer_stays_removed() -> None:
         "- [Preamble](./PREAMBLE.md) — what memfs computed",
         "* [p](<PREAMBLE-4096.md>)",
         '- [p](PREAMBLE.md#index "title")',
+        # Issue 36: not the line's first link, doubled slashes, a reference definition,
+        # through the mount.
+        "- [Notes](notes.md), see also [p](PREAMBLE.md)",
+        "- [p](.//PREAMBLE.md)",
+        "[p]: PREAMBLE.md",
+        '- [p]: <PREAMBLE-1200.md> "the short one"',
+        "- [p](here/PREAMBLE.md)",
+        "- [p](~/memfs/here/PREAMBLE-4096.md)",
+        "- [p](/home/u/memfs/-home-u-src-shop/PREAMBLE.md)",
     ],
 )
 def test_an_added_link_to_a_synthetic_file_is_dropped(line: str) -> None:
@@ -250,6 +275,8 @@ def test_an_added_link_to_a_synthetic_file_is_dropped(line: str) -> None:
     [
         "- [p](PREAMBLE.md.bak)",
         "- [p](sub/PREAMBLE.md)",
+        "- [p](sub/./PREAMBLE-4096.md)",
+        "[p]: sub/PREAMBLE.md",
         "- [p](PREAMBLE-x.md)",
         "- [p](PREAMBLE-12.md)",  # below the smallest budget: a file of its own
         "- [p](PREAMBLE-04096.md)",

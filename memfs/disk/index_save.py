@@ -157,10 +157,19 @@ class SaveIndex:
         data, mode, times = self.written.data(self.max_bytes)
         try:
             own, own_mode = _read_own(self.folder, self.max_bytes)
+            had_own = True
         except FileNotFoundError:
             own, own_mode = self.own_before or b"", 0
+            had_own = self.own_before is not None
         saved = index.save_change(_text(self.read), _text(data), _text(own))
         merged = saved.own.encode("utf-8", "surrogateescape")
+        if not had_own and not merged.strip() and data.strip():
+            # Only lines that never land (links to PREAMBLE.md) were written where no own
+            # index is: no empty own index is made (Claude Code's backfill in a new project
+            # would leave one, and an empty index in PREAMBLE.md).
+            self.written.replaced()
+            self.hidden = state.load_hidden_lines(self.state_dir, self.slug, self.index)
+            return []
         kept = self.written.as_is(self.folder, self.keep) if merged == data else None
         if kept is None:  # merged bytes: a stage of their own, renamed over the own index
             _check_size(len(merged), self.max_bytes)  # another writer's lines added

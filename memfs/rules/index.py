@@ -23,13 +23,15 @@ and the own index as it is now, and gives the own index that change alone:
 * A line of the read text the writer left out was *removed*: it leaves the own
   index, and if another source holds it, the caller hides it from the union
   (`hidden_after`) until that source changes it (a new text is a new line) or a
-  writer adds it again.
+  writer adds it again. Another source's line linking a topic the writer unlinked is
+  hidden with it: the union showed one line per topic, and the other would come back.
 * A line the own index holds now and the read text lacked was added by someone
   else since the writer read (a second session saving meanwhile): it is kept,
   after the writer's lines, so two writers that read the same version lose
   neither's line.
 * An added line linking a file memfs makes up (`PREAMBLE.md`,
-  ``PREAMBLE-<N>.md``: §6) is dropped: a synthetic file is never a topic.
+  ``PREAMBLE-<N>.md``: §6), in any link of the line, is dropped: a synthetic file is
+  never a topic (`links_synthetic`).
 * Blank lines go with the text around them: a blank line of the written text
   is kept unless dropping the other sources' lines would leave it where the
   writer put none, at the index's start, right after another kept blank line,
@@ -151,22 +153,46 @@ def text_of(line: str) -> str:
     return line.rstrip()
 
 
+# A reference definition, `[label]: target "title"`: a link too, spelled apart from its text.
+_DEFINITION = re.compile(r"^\s*(?:[-*+]\s+)?\[[^\]]+\]:\s*(\S+)")
+
+
+def link_targets(line: str) -> list[str]:
+    """Every link target of ``line``: each inline link's and a reference definition's,
+    stripped, in order (empty targets name nothing)."""
+    found = [m.group(1).strip() for m in _LINK.finditer(line)]
+    definition = _DEFINITION.match(line)
+    if definition is not None:
+        found.append(definition.group(1))
+    return [target for target in found if target]
+
+
 def links_synthetic(line: str) -> bool:
     """Whether ``line`` links a file memfs makes up at a project's top (`PREAMBLE.md`, a
-    ``PREAMBLE-<N>.md`` it serves, §6), spelled as an index would: ``./PREAMBLE.md``,
-    ``<PREAMBLE.md>``, with a ``#part``."""
-    target = link_target(line)
-    if target is None:
-        return False
+    ``PREAMBLE-<N>.md`` it serves, §6), in any Markdown link form and position, spelled
+    as an index might: ``./PREAMBLE.md``, ``.//PREAMBLE.md``, ``<PREAMBLE.md>``, with a
+    ``#part`` or a title, as a reference definition, or through the mount
+    (``here/PREAMBLE.md``, ``~/memfs/<slug>/PREAMBLE.md``). A ``PREAMBLE.md`` in a folder
+    of the project (``sub/PREAMBLE.md``) is an ordinary file, and no synthetic one."""
+    return any(_synthetic_target(target) for target in link_targets(line))
+
+
+def _synthetic_target(target: str) -> bool:
     words = target.split()
     path = words[0] if words else ""  # `[x](PREAMBLE.md "a title")`
     path = path.removeprefix("<").removesuffix(">").split("#", 1)[0].split("?", 1)[0]
-    while path.startswith("./"):
-        path = path[2:]
+    parts = [part for part in path.split("/") if part not in ("", ".")]
+    if not parts:
+        return False
+    *folders, name = parts
     # Imported here: preamble.py imports this module (its index section is the union).
     from memfs.rules import preamble
 
-    return path == "PREAMBLE.md" or preamble.sized_budget(path) is not None
+    if name != "PREAMBLE.md" and preamble.sized_budget(name) is None:
+        return False
+    # The project's own top: no folder, or the folder a mount shows it at (`here`, or the
+    # project's slug: a canonical slug begins with '-'); any other folder is the project's.
+    return not folders or folders[-1] == "here" or folders[-1].startswith("-")
 
 
 @dataclass(frozen=True)
@@ -176,6 +202,8 @@ class Saved:
     own: str
     added: frozenset[str]  # texts the writer added (`text_of`), synthetic links left out
     removed: frozenset[str]  # texts of the version it read that it left out
+    # Topics the writer unlinked: targets a removed line linked that no line it wrote does
+    unlinked: frozenset[str] = frozenset()
 
 
 def save_change(read: str, written: str, own_now: str) -> Saved:
@@ -223,7 +251,11 @@ def save_change(read: str, written: str, own_now: str) -> Saved:
     # Nothing dropped, nothing appended: byte for byte (a final line without its newline).
     own = written if kept == lines else "".join(f"{line}\n" for line in kept)
     removed = frozenset(key for key in was if key not in mine)
-    return Saved(own, frozenset(added), removed)
+    still = {target for line in lines if (target := link_target(line)) is not None}
+    unlinked = (
+        frozenset(target for key in removed if (target := link_target(key)) is not None) - still
+    )
+    return Saved(own, frozenset(added), removed, unlinked)
 
 
 def hidden_after(hidden: Set[str], saved: Saved, others: Iterable[str]) -> frozenset[str]:
@@ -232,7 +264,11 @@ def hidden_after(hidden: Set[str], saved: Saved, others: Iterable[str]) -> froze
     added is shown again, and a hidden line no other version holds any more is forgotten
     (its text back in another source later is a new line)."""
     held = set().union(*(_texts(text) for text in others))
-    return frozenset(t for t in (set(hidden) - saved.added) | saved.removed if t in held)
+    # A line of another version linking a topic the writer unlinked was not shown (the
+    # union shows one line a topic): hidden with it, or the removed link would come back.
+    shadowed = {t for t in held if saved.unlinked and link_target(t) in saved.unlinked}
+    hiding = (set(hidden) - saved.added) | saved.removed | shadowed
+    return frozenset(t for t in hiding if t in held)
 
 
 def without_lines(text: str, hidden: Set[str]) -> str:
