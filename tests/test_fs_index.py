@@ -281,18 +281,35 @@ async def test_truncate_and_attributes_of_memory_md_copy_no_line_up(sample: Samp
 
 
 async def test_an_editors_backup_then_write_saves_the_index_it_moved(sample: Sample) -> None:
-    # vim with backupcopy=no: MEMORY.md renamed to MEMORY.md~, MEMORY.md created and
-    # written, the backup removed.
+    # vim with backupcopy=no: MEMORY.md renamed to MEMORY.md~, MEMORY.md opened with
+    # O_CREAT|O_TRUNC and written, the backup removed. The rename hides none of work's
+    # lines (issue 36), so MEMORY.md is still there, work's alone, when vim writes it.
     ops = sample.ops
+    before = read_only_trees(sample)
     read = await read_as(ops, CTX)
     await rename_as(ops, CTX, "MEMORY.md", "MEMORY.md~")
-    await create_and_write(ops, CTX, "MEMORY.md", read + NEW)
+    assert await read_as(ops, OTHER) == WORK_MEMORY.encode()  # nothing of work's hidden
+    assert await read_as(ops, OTHER, "MEMORY.md~") == read  # the view, as it was
+    await rewrite(ops, CTX, read + NEW, os.O_WRONLY | os.O_TRUNC)
     project = await ops.lookup(ROOT_INODE, CLAUDE_SLUG.encode(), CTX)
     await ok(ops, ops.unlink(project.st_ino, b"MEMORY.md~", CTX))
     assert (sample.own / "MEMORY.md").read_bytes() == OWN_MEMORY.encode() + NEW
-    # work's index shows again: the move's whiteouts went with the save.
     assert await read_as(ops, CTX) == OWN_MEMORY.encode() + NEW + b"- [B](b.md)\n"
     assert sorted(os.listdir(sample.own)) == [".history", "MEMORY.md", "a.md"]  # §7.2
+    assert hidden(sample) == []
+    assert read_only_trees(sample) == before
+
+
+async def test_an_own_index_alone_moved_away_and_created_again_is_saved(sample: Sample) -> None:
+    # The same with no other account's index: MEMORY.md is gone after the rename, and
+    # vim's open creates it. The own index it moved is the one the save changes.
+    ops = sample.ops
+    (sample.work / "MEMORY.md").unlink()  # before the project is loaded
+    read = await read_as(ops, CTX)
+    assert read == OWN_MEMORY.encode()
+    await rename_as(ops, CTX, "MEMORY.md", "MEMORY.md~")
+    await create_and_write(ops, CTX, "MEMORY.md", read + NEW)
+    assert (sample.own / "MEMORY.md").read_bytes() == OWN_MEMORY.encode() + NEW
 
 
 async def test_claude_codes_index_backfill_never_links_the_preamble(sample: Sample) -> None:

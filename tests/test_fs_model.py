@@ -200,15 +200,19 @@ class Model:
 
     def keep(self, path: str, mtime_ns: int) -> None:
         """An own version is about to be replaced or removed: memfs keeps it as
-        ``.history/<path>/<own>@<UTC of its mtime>.md`` (``~N`` within one second), the
-        last KEEP_LAST of them (the project's bytes for history are far from spent)."""
+        ``.history/<path>/<own>@<UTC of its mtime>~<N>.md`` (N: the order kept, none for
+        1), the last KEEP_LAST kept (the project's bytes for history are far from spent);
+        a version with bytes kept already adds none."""
         if path not in self.own or not self.own[path].data:
             return  # an empty version holds no memory: none is kept
         kept = self.kept.setdefault(path, {})
+        if any(f.data == self.own[path].data for f in kept.values()):
+            return  # identical bytes are one version
         base = f"{OWN}@{history_stamp(mtime_ns)}"
-        n = max((kept_order(k)[1] for k in kept if kept_order(k)[0] == base), default=0) + 1
+        # Numbered in the order kept; pruned in that order, never by mtime (§7.2).
+        n = max((kept_order(k)[1] for k in kept), default=0) + 1
         kept[f"{base}.md" if n == 1 else f"{base}~{n}.md"] = self.own[path]
-        for old in sorted(kept, key=kept_order)[: max(0, len(kept) - KEEP_LAST)]:
+        for old in list(kept)[: max(0, len(kept) - KEEP_LAST)]:
             del kept[old]
         parts = f".history/{path}".split("/")
         self.own_dirs |= {"/".join(parts[: i + 1]) for i in range(len(parts))}

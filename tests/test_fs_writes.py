@@ -473,11 +473,11 @@ async def test_a_file_renamed_while_open_commits_under_its_new_name(
     assert await body(ops, "moved.md") == NOTES.encode() + b"more\n"
 
 
-async def test_a_rename_onto_an_open_writer_and_its_release_at_once(
+async def test_an_unlink_of_an_open_writer_and_its_release_at_once(
     sample: Sample, notes: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The soak's one EBADF: a rename onto a name whose writer is dropping its stage (its
-    # last close) while the rename forgets that stage's temp file, in two worker threads.
+    # The soak's one EBADF: an unlink of a name whose writer is dropping its stage (its
+    # last close) while the unlink forgets that stage's temp file, in two worker threads.
     # The release must wait for the forget, or it closes the folder's descriptor under it.
     ops = sample.ops
     forgetting, go = threading.Event(), threading.Event()
@@ -493,19 +493,38 @@ async def test_a_rename_onto_an_open_writer_and_its_release_at_once(
     monkeypatch.setattr(staging.os, "unlink", slow_unlink)
     fh = await open_for_write(ops, "notes.md")
     assert await ok(ops, ops.write(fh, 0, b"unsaved\n")) == 8
-    temp, _ = await create(ops, "notes.md.tmp.1.0123456789ab")
-    assert await ok(ops, ops.write(temp, 0, b"renamed in\n")) == 11
-    await close(ops, temp)
+    project = (await find(ops, "")).st_ino
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(rename, ops, "notes.md.tmp.1.0123456789ab", "notes.md")
+        nursery.start_soon(ok, ops, ops.unlink(project, b"notes.md", CTX))
         assert await trio.to_thread.run_sync(forgetting.wait, 10)
         nursery.start_soon(ok, ops, ops.release(fh))
         # The release runs as far as it may: every task idle a while before the unlink
-        # that holds the rename back is let go.
+        # that holds the forget back is let go.
         await trio.testing.wait_all_tasks_blocked(cushion=0.05)
         go.set()
-    assert notes.read_bytes() == b"renamed in\n"  # the replaced writer never commits
-    assert await body(ops, "notes.md") == b"renamed in\n"
+    assert not notes.exists()  # the unlinked writer never commits
+    assert await missing(ops, "notes.md")
+    assert stage_leftovers(sample.home.home) == []
+
+
+async def test_a_writer_whose_name_is_replaced_lands_as_a_kept_version(
+    sample: Sample, notes: Path
+) -> None:
+    # Issue 36: a file renamed over a name while its writer still writes it. On a local
+    # disk the writer writes into the replaced inode and its bytes are lost with it; here
+    # they land as a kept version, and its close returns 0 only once they have.
+    ops = sample.ops
+    fh = await open_for_write(ops, "notes.md")
+    assert await ok(ops, ops.write(fh, 0, b"written in place\n")) == 17
+    temp, _ = await create(ops, "notes.md.tmp.1.0123456789ab")
+    assert await ok(ops, ops.write(temp, 0, b"renamed in\n")) == 11
+    await close(ops, temp)
+    await rename(ops, "notes.md.tmp.1.0123456789ab", "notes.md")
+    await close(ops, fh)
+    assert notes.read_bytes() == b"renamed in\n"  # the rename's file stays the head
+    kept = sorted(p.read_bytes() for p in (sample.own / ".history" / "notes.md").iterdir())
+    # What the rename replaced, and what the writer wrote: nothing is lost.
+    assert kept == sorted([NOTES.encode(), b"written in place\n"])
     assert stage_leftovers(sample.home.home) == []
 
 

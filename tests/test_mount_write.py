@@ -584,7 +584,7 @@ def test_handoff_keeps_the_last_versions_it_replaced(sandbox: Sandbox, rw: Write
         if held:
             assert held[-1].replaced_by(rw.own(HANDOFF)) is None, n
         # Each version a minute apart: kept names carry the replaced version's mtime, and
-        # versions replaced within one second hit a known bug (the newest kept one is pruned).
+        # the number of the order kept (§7.2).
         sandbox.out("touch", "-d", f"@{first + 60 * n}", target)
         held.append(rw.hold(rw.own(HANDOFF)))
         # (touch's open for writing stages a copy it never commits, removed at release.)
@@ -597,7 +597,8 @@ def test_handoff_keeps_the_last_versions_it_replaced(sandbox: Sandbox, rw: Write
     kept = sorted(os.listdir(kept_dir))
     assert len(kept) == 3, kept
     stamps = [history_stamp((first + 60 * n) * 10**9) for n in (2, 3, 4)]
-    assert kept == [f"personal@{stamp}.md" for stamp in stamps]
+    # The first version kept was v1 (number 1, before its touch); v3, v4, v5 are 3 to 5.
+    assert kept == [f"personal@{stamp}~{n}.md" for n, stamp in zip((3, 4, 5), stamps, strict=True)]
     tags = {verify(read(kept_dir / k)) for k in kept}
     assert tags == {"v3", "v4", "v5"}, tags  # the 3 newest replaced versions, each whole
     # The mount shows the kept versions under .history/ with their bytes.

@@ -241,6 +241,7 @@ def test_write_after_commit_restages(place: Place, stages: list[Stage]) -> None:
     first_ino = target.stat().st_ino
     reader = os.open(target, os.O_RDONLY)
     try:
+        stage.restage()  # what a write session asks before its next change (view/session.py)
         stage.write(5, b", second")
         # A new temp file holds the change; the committed file is not edited in place.
         assert len(temps(folder)) == 1
@@ -261,6 +262,7 @@ def test_truncate_after_commit_restages(place: Place, stages: list[Stage]) -> No
     stage.write(0, b"0123456789")
     stage.commit()
     first_ino = target.stat().st_ino
+    stage.restage()
     stage.truncate(3)
     assert target.read_bytes() == b"0123456789"
     stage.commit()
@@ -281,6 +283,7 @@ def test_mode_is_the_one_asked_for(place: Place, stages: list[Stage]) -> None:
     stage.chmod(0o600)
     assert stat.S_IMODE(target.stat().st_mode) == 0o600
     # A write after that chmod keeps it.
+    stage.restage()
     stage.write(1, b"y")
     stage.commit()
     assert stat.S_IMODE(target.stat().st_mode) == 0o600
@@ -390,10 +393,53 @@ def test_kept_versions_are_pruned_to_the_last_n(place: Place) -> None:
     target = write(folder / "handoff.md", "v0", at(0))
     commit_a_minute_apart(place, target, range(1, 6), last=3)
     names = kept(place, "handoff.md")
-    assert names == [f"claude@{history_stamp(at(n * 60))}.md" for n in (3, 4, 5)]
+    # Numbered in the order kept (v0 was number 1): the last three stay.
+    assert names == [numbered(at(n * 60), n) for n in (3, 4, 5)]
     bodies = [(folder / ".history" / "handoff.md" / name).read_bytes() for name in names]
     assert bodies == [b"v2", b"v3", b"v4"]
     assert target.read_bytes() == b"v5"
+
+
+def numbered(mtime_ns: int, n: int) -> str:
+    """The name of the own source's kept version number ``n`` written at ``mtime_ns``."""
+    return f"claude@{history_stamp(mtime_ns)}" + (f"~{n}" if n > 1 else "") + ".md"
+
+
+def test_a_version_older_than_every_kept_one_is_kept_and_the_first_kept_goes(
+    place: Place,
+) -> None:
+    # Issue 36: `cp -p`, `rsync -a`, `touch -d` give the replaced version an old mtime.
+    # Pruning goes by the order kept, never by mtime: it is the newest kept, not gone.
+    folder = folder_of(place)
+    target = write(folder / "notes.md", "v0", at(0))
+    commit_a_minute_apart(place, target, range(1, 4), last=3)
+    set_mtime(target, at(-10 * 86400))  # ten days before every kept one
+    stage = Stage(place, "notes.md", initial_fd=None, mode=0o644)
+    try:
+        stage.write(0, b"v4")
+        stage.commit(keep_of(place, "notes.md", 3))
+    finally:
+        stage.abort()
+    names = kept(place, "notes.md")
+    assert numbered(at(-10 * 86400), 4) in names
+    bodies = {(folder / ".history" / "notes.md" / name).read_bytes() for name in names}
+    assert bodies == {b"v1", b"v2", b"v3"}  # v0, kept first, went first
+
+
+def test_identical_bytes_are_one_version(place: Place) -> None:
+    folder = folder_of(place)
+    target = write(folder / "notes.md", "same", at(0))
+    for n in range(1, 6):
+        set_mtime(target, at(n))  # an mtime-only change is no new version either
+        stage = Stage(place, "notes.md", initial_fd=None, mode=0o644)
+        try:
+            stage.write(0, b"same")
+            stage.commit(keep_of(place, "notes.md", 20))
+        finally:
+            stage.abort()
+    assert [(folder / ".history/notes.md" / n).read_bytes() for n in kept(place, "notes.md")] == [
+        b"same"
+    ]
 
 
 def test_a_commit_killed_after_keeping_a_version_leaves_at_most_the_last_n(
@@ -421,7 +467,7 @@ def test_a_commit_killed_after_keeping_a_version_leaves_at_most_the_last_n(
     finally:
         stage.abort()
     names = kept(place, "handoff.md")
-    assert names == [f"claude@{history_stamp(at(n * 60))}.md" for n in (2, 3, 4)]
+    assert names == [numbered(at(n * 60), n) for n in (2, 3, 4)]
     assert target.read_bytes() == b"v3"  # the commit never replaced it
 
 

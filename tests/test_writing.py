@@ -15,6 +15,7 @@ from helpers import CLAUDE_SLUG, errno_of, fake_home
 from memfs.adapter.writing import OpenFile
 from memfs.disk import config as cfg
 from memfs.disk.staging import Place, Stage
+from memfs.view.session import State, WriteSession
 from memfs.view.writes import Refused
 
 
@@ -28,7 +29,7 @@ def config(tmp_path: Path) -> cfg.Config:
 def writer(tmp_path: Path) -> Iterator[OpenFile]:
     """A writer of ``a.md`` with an empty stage in the own account's memory folder."""
     place = Place(tmp_path / "home" / ".claude" / "projects", (CLAUDE_SLUG, "memory"))
-    f = OpenFile(2, (CLAUDE_SLUG, "a.md"), writer=True)
+    f = OpenFile(2, (CLAUDE_SLUG, "a.md"), session=WriteSession.truncating())
     f.stage = Stage(place, "a.md", initial_fd=None, mode=0o644)
     yield f
     f.stage.abort()
@@ -41,7 +42,8 @@ def test_a_change_past_the_limit_changes_nothing_and_is_remembered(
     with pytest.raises(Refused) as refused:
         writer.change(lambda s: s.write(60, b"y" * 60), 120, config)
     assert refused.value.errno == errno.EFBIG
-    assert writer.failed == errno.EFBIG
+    assert writer.session is not None
+    assert (writer.session.state, writer.session.errno) == (State.FAILED, errno.EFBIG)
     assert writer.size() == 60  # the refused write never reached the stage
 
 
@@ -52,7 +54,8 @@ def test_a_failing_change_keeps_the_first_errno(writer: OpenFile, config: cfg.Co
     assert errno_of(writer.change, fails, 10, config) == errno.ENOSPC
     with pytest.raises(Refused):
         writer.change(lambda s: s.truncate(500), 500, config)
-    assert writer.failed == errno.ENOSPC
+    assert writer.session is not None
+    assert writer.session.errno == errno.ENOSPC
 
 
 def test_set_attrs_changes_the_stage_and_keeps_what_is_not_asked(
@@ -68,4 +71,5 @@ def test_set_attrs_changes_the_stage_and_keeps_what_is_not_asked(
     writer.set_attrs(config, mode=0o600, size=None, atime_ns=None, mtime_ns=None)
     assert writer.stage.mode == 0o600
     assert writer.size() == 4
-    assert writer.failed == 0
+    assert writer.session is not None
+    assert writer.session.state is State.STAGED

@@ -55,6 +55,7 @@ from memfs.disk.pins import Pins
 from memfs.view import writes
 from memfs.view.catalog import Catalog
 from memfs.view.project import Kind, Leaf, Project
+from memfs.view.session import WriteSession
 
 log = logging.getLogger(__name__)
 
@@ -276,7 +277,7 @@ class MemFS(pyfuse3.Operations):
         project = self.catalog.loaded().get(slug) or await self.projects.get(slug)
         leaf = leaf_of(project, path)
         if writing:
-            f.writer, f.tgid = True, procs.tgid(ctx.pid)
+            f.tgid = procs.tgid(ctx.pid)
         if not writing and (leaf is not None or self.reads.own_stage(inode, ctx.pid)):
             return self.reads.open(f, project, leaf)  # it serves the writer's own stage too
         if leaf is None:
@@ -285,7 +286,8 @@ class MemFS(pyfuse3.Operations):
             # Created by another open and not committed yet: still empty to everyone else.
             f.data = b""
             if writing:
-                f.unsaved = f.keeps_history = True
+                change = self.stages.index_reads.change(f.tgid, project, path)
+                f.session = WriteSession.truncating(change if project.is_index(path) else None)
                 await self.stages.empty(f, staging.FILE_MODE, self._writable(key))
             return pyfuse3.FileInfo(fh=self.files.add(f), direct_io=True)
         if not flags & os.O_TRUNC:
@@ -341,11 +343,11 @@ class MemFS(pyfuse3.Operations):
         if flags & os.O_EXCL and (project.tree.leaf(key[1]) or self.files.pending(key)):
             raise _err(errno.EEXIST)
         ino = self.inodes.number(key)
-        f = OpenFile(ino, key, writer=True, pid=ctx.pid, append=bool(flags & os.O_APPEND))
+        f = OpenFile(ino, key, pid=ctx.pid, append=bool(flags & os.O_APPEND))
         f.tgid = procs.tgid(ctx.pid)
-        f.unsaved = f.keeps_history = True
-        if project.is_index(key[1]):  # the view had none: new, or one an editor moved away
-            f.index = self.stages.index_reads.created(key)
+        # The view had no such index: a new one, or one an editor just moved away (§5.3).
+        index = self.stages.index_reads.saving(key, None) if project.is_index(key[1]) else None
+        f.session = WriteSession.truncating(index)
         await self.stages.empty(f, writes.new_mode(mode, ctx.umask), place)
         fh = self.files.add(f)
         # Not committed yet: one write costs one commit. Until then the name is pending:
@@ -363,10 +365,7 @@ class MemFS(pyfuse3.Operations):
         f = self.files.get(fh)
         if f is None or not f.writer:
             raise _err(errno.EBADF)
-        if f.stage is None:
-            await self.stages.copy(f, self._writable(f.key))
-        elif self.stages.busy(f):
-            await self.stages.free(f)  # a thread of the writer closed a dup meanwhile
+        await self.stages.prepare(f, self._writable(f.key))
         assert f.stage is not None
         if f.append:
             # The kernel's offset comes from its idea of the size, which other callers' stat
@@ -437,12 +436,11 @@ class MemFS(pyfuse3.Operations):
         size = attr.st_size if fields.update_size else None
         atime = attr.st_atime_ns if fields.update_atime else None
         mtime = attr.st_mtime_ns if fields.update_mtime else None
-        f = self.files.get(fh) if fh is not None else self.files.pending(key)
+        f = self.files.get(fh) if fh is not None else self._writer_of(inode, key, ctx.pid)
         if f is not None and f.writer and (f.stage is not None or size is not None):
-            # ftruncate, fchmod, futimens on a handle being written: its stage changes.
-            if f.stage is None:
-                await self.stages.copy(f, self._writable(key))  # ftruncate, nothing written
-            await self.stages.free(f)
+            # ftruncate, fchmod, futimens on a handle being written: its stage changes,
+            # and what it sets is committed with it (`cp -p` sets the times last).
+            await self.stages.prepare(f, self._writable(key))
             f.set_attrs(self.config, mode=mode, size=size, atime_ns=atime, mtime_ns=mtime)
             return self.shown.writers(f, self.inodes.detached(f.ino))
         if mode is None and size is None and atime is None and mtime is None:
@@ -453,6 +451,16 @@ class MemFS(pyfuse3.Operations):
         project = await self.projects.get(key[0])
         await self.stages.set_attrs(project, key[1], ctx.pid, mode, size, (atime, mtime))
         return self.shown.of(inode, key, project)
+
+    def _writer_of(self, inode: int, key: Key, pid: int) -> OpenFile | None:
+        """The handle a setattr that names none is about: a create not committed yet, or
+        the caller's own writer of the file. futimens and fchmod reach FUSE without their
+        descriptor's handle, and a writer's times or mode must land with its bytes, not on
+        the file its commit then replaces."""
+        pending = self.files.pending(key)
+        if pending is not None or not self.files.has_writers(inode):
+            return pending
+        return self.files.own_writer(inode, pid)
 
     @_handler
     async def unlink(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
@@ -548,8 +556,9 @@ class MemFS(pyfuse3.Operations):
         await self.stages.rename(project, src[1], dst[1], flags, ctx.pid)
         if src != dst:
             # What stood at ``dst`` is replaced: its writers' bytes never commit over the
-            # file renamed in (as on a local disk, they write into the replaced inode).
-            await self.stages.forget(self.files.gone(dst))
+            # file renamed in, and are never dropped either: they land as kept versions
+            # (an index's as its change, §5.3) at their commit (view/session.py).
+            self.files.replaced(dst)
             self.inodes.move(src, dst, folder=folder)
             for f in self.files.moved(src, dst):
                 if f.stage is not None:  # it commits under its new name (rename(2) semantics)

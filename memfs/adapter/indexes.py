@@ -20,9 +20,10 @@ seconds (a pid reused later must not inherit a read). The bodies are the view's 
 objects (`Documents.memory_index` caches one per generation), so readers of one version
 share one.
 
-An editor's backup-then-write moves MEMORY.md away and creates it anew at once: the move is
-kept for `MOVED_KEEP_S` seconds per project (`moved`), and the create that follows is the
-save of the index moved, not a new index (`created`).
+An editor's backup-then-write moves MEMORY.md away and writes it anew at once: the move is
+kept for `MOVED_KEEP_S` seconds per project (`moved`), and the save that follows (a create,
+an O_TRUNC write, a rename onto it) is the save of the index moved, its own index the one
+the change applies to, not a new index (`saving`).
 """
 
 from __future__ import annotations
@@ -80,23 +81,28 @@ class IndexReads:
         return found.data
 
     def change(self, tgid: int, project: Project, path: str = MEMORY) -> IndexChange:
-        """What a save of ``project``'s index ``path`` by process ``tgid`` is taken against."""
-        read = self.read_by(tgid, (project.slug, path))
-        return IndexChange(project.memory_index(path) if read is None else read)
+        """What a save of ``project``'s index ``path`` by process ``tgid`` is taken against:
+        what it last read here, else the view now."""
+        key = (project.slug, path)
+        read = self.read_by(tgid, key)
+        return self.saving(key, project.memory_index(path) if read is None else read)
 
     def moved(self, index: Key, change: IndexChange) -> None:
-        """The index at ``index`` was renamed away: ``change`` is what a create of it that
+        """The index at ``index`` was renamed away: ``change`` is what a save of it that
         follows soon is taken against (an editor's backup-then-write)."""
         self._moved = {k: m for k, m in self._moved.items() if not self._old(m[0])}
         self._moved[index] = (self._clock(), change)
 
-    def created(self, index: Key) -> IndexChange:
-        """The index at ``index`` is created where the view had none: the save of an index
-        moved away just before, if one was; else a new index (nothing was read of it)."""
+    def saving(self, index: Key, read: bytes | None) -> IndexChange:
+        """A save of the index at ``index`` by a writer that read ``read`` (None: nothing, a
+        create where the view had none) begins: the save of an index moved away just before,
+        if one was (its own index the one the change applies to, and, for a create, what
+        the mover read); else a change of ``read`` (a create: a new index)."""
         found = self._moved.pop(index, None)
-        if found is not None and not self._old(found[0]):
-            return found[1]
-        return IndexChange(b"")
+        if found is None or self._old(found[0]):
+            return IndexChange(b"" if read is None else read)
+        moved = found[1]
+        return IndexChange(moved.read if read is None else read, moved.own_before)
 
     def _old(self, at: float) -> bool:
         return self._clock() - at > MOVED_KEEP_S

@@ -20,8 +20,8 @@ from typing import TypeVar
 
 from memfs.disk import staging
 from memfs.disk.config import Config
-from memfs.view.indexes import IndexChange
 from memfs.view.project import Version
+from memfs.view.session import State, WriteSession
 from memfs.view.writes import Refused, check_size
 
 R = TypeVar("R")
@@ -40,44 +40,41 @@ class OpenFile:
     borrowed: bool = False  # ``fd`` is the kernel record's (kernel.py), not closed by it
     data: bytes | None = None  # PREAMBLE.md or the MEMORY.md union, fixed at open
     token: object = None  # what the kernel's pages hold for it (kernel.py); None: direct I/O
-    # Writing
-    writer: bool = False
     pid: int = 0  # the thread that opened it (FUSE names the calling thread)
+    # Writing: its write session (view/session.py), the one place its state is kept and
+    # changed; None for an open that only reads.
+    session: WriteSession | None = None
     # Its process: only a close of the writer's own last descriptor commits (`MemFS.flush`),
     # not a forked child's close of the one it inherited.
     tgid: int = 0
     append: bool = False
     stage: staging.Stage | None = None
-    # A handle keeps the version it replaces at most once: at its first commit, what stood
-    # before it opened. Later commits of the same handle replace only its own bytes.
-    keeps_history: bool = False
-    # Created or opened with O_TRUNC and not committed yet: committed at release even when
-    # nothing was written (`touch new`, `: > file`).
-    unsaved: bool = False
-    # Its bytes never commit: unlinked or replaced while open, or its writer was killed.
-    discard: bool = False
-    failed: int = 0  # errno of a write or truncate that failed: it never commits (§7.1)
-    # MEMORY.md: what its save is a change against, when this open knows (adapter/indexes.py)
-    index: IndexChange | None = None
+
+    @property
+    def writer(self) -> bool:
+        return self.session is not None
 
     def change(self, change: Callable[[staging.Stage], R], size: int, config: Config) -> R:
         """A change of its stage that leaves the file ``size`` bytes long at most; one that
-        fails (EFBIG past ``max_file_bytes``, ENOSPC, ...) leaves the stage uncommittable
-        (§7.1: a full disk never turns a rewrite into an empty file).
+        fails (EFBIG past ``max_file_bytes``, ENOSPC, ...) leaves the session FAILED: it
+        never commits (§7.1: a full disk never turns a rewrite into an empty file).
 
         Raises:
-            Refused, OSError: what the change met; ``failed`` keeps the first errno.
+            Refused, OSError: what the change met; the session keeps the first errno.
         """
         assert self.stage is not None
+        assert self.session is not None
         try:
             check_size(config, size)  # §7.6: past the limit, changing nothing
-            return change(self.stage)
+            done = change(self.stage)
         except Refused as exc:
-            self.failed = self.failed or exc.errno
+            self.session.failed(exc.errno)
             raise
         except OSError as exc:
-            self.failed = self.failed or exc.errno or errno.EIO
+            self.session.failed(exc.errno or errno.EIO)
             raise
+        self.session.changed()
+        return done
 
     def set_attrs(
         self,
@@ -92,12 +89,14 @@ class OpenFile:
         what the stage has (a time: UTIME_OMIT)."""
         stage = self.stage
         assert stage is not None
+        assert self.session is not None
         if size is not None:
             self.change(lambda s: s.truncate(size), size, config)
         if mode is not None:
             stage.chmod(mode)
         if atime_ns is not None or mtime_ns is not None:
             stage.set_times(atime_ns, mtime_ns)
+        self.session.changed()
 
     def size(self) -> int:
         """The size its own writer sees."""
@@ -215,14 +214,29 @@ class OpenFiles:
     # --- names that change under open files ----------------------------------------
 
     def gone(self, key: Key) -> list[OpenFile]:
-        """``key`` was unlinked or replaced: what is open on it keeps its descriptors, but
-        never commits, so it can never bring the name back (§7.6). Returns its
-        writers."""
-        writers = [f for f in self._by_fh.values() if f.key == key and f.writer]
+        """``key`` was unlinked: what is open on it keeps its descriptors, but never
+        commits, so it can never bring the name back (§7.6). Returns its writers."""
+        writers = self._writers_at(key)
         for f in writers:
-            f.discard = True
+            assert f.session is not None
+            f.session.discarded()
         self._pending.pop(key, None)
         return writers
+
+    def replaced(self, key: Key) -> None:
+        """Another file was renamed over ``key``: what its writers write lands as kept
+        versions (an index's as its change), never over that file (§7.2)."""
+        for f in self._writers_at(key):
+            assert f.session is not None
+            f.session.name_replaced()
+        self._pending.pop(key, None)
+
+    def _writers_at(self, key: Key) -> list[OpenFile]:
+        found = []
+        for f in self._by_fh.values():
+            if f.key == key and f.session is not None and f.session.commits:
+                found.append(f)
+        return found
 
     def move_pending(self, src: Key, dst: Key) -> None:
         """The file being created at ``src`` was renamed to ``dst`` before its first
@@ -231,7 +245,7 @@ class OpenFiles:
         assert f.stage is not None
         if src == dst:
             return  # rename(2) onto itself changes nothing
-        self.gone(dst)
+        self.replaced(dst)
         f.stage.name = dst[1].rpartition("/")[2]
         self.moved(src, dst)
         self.set_pending(f)
@@ -265,4 +279,6 @@ class OpenFiles:
         assert all(f.ino == ino for ino, same in self._by_ino.items() for f in same)
         for f in self._by_fh.values():
             assert not (f.stage is not None and not f.writer), f.key
-            assert f.failed >= 0
+            if f.session is not None:
+                assert f.session.state is not State.FAILED or f.session.errno, f.key
+                assert f.session.state is not State.RELEASED, f.key

@@ -67,6 +67,7 @@ class FromStage:
         return _read_all(self.stage.fd), stat.S_IMODE(st.st_mode), _times(st)
 
     def as_is(self, folder: staging.Place, keep: staging.Keep | None) -> list[str] | None:
+        self.stage.dirty = True  # the session committed it: it lands, changed or not
         self.stage.commit(keep)
         return self.stage.kept if keep is not None else []
 

@@ -62,6 +62,9 @@ class FileStat:
     # keeps the sender's mtime) is still another file, whose bytes must be read again. Not
     # part of equality, like the atime: the project's Version compares it (holdings.py).
     ino: int = field(default=0, compare=False)
+    # When the inode last changed (its link count, its mode): for a kept version under
+    # .history/, when it was kept (§7.2 prunes in that order). Not part of equality.
+    ctime_ns: int = field(default=0, compare=False)
 
 
 @dataclass
@@ -254,7 +257,7 @@ def _file_stat(path: str, st: os.stat_result, readable: bool = True) -> FileStat
     mtime, atime = st.st_mtime_ns, st.st_atime_ns
     if atime == mtime:
         atime = mtime  # one int object for both (every file kept holds these for its life)
-    return FileStat(path, st.st_size, mtime, mode, readable, atime, st.st_ino)
+    return FileStat(path, st.st_size, mtime, mode, readable, atime, st.st_ino, st.st_ctime_ns)
 
 
 def _scan_subdir(fd: int, name: str, path: str, max_bytes: int, out: Scan, depth: int) -> None:

@@ -1,4 +1,5 @@
-"""Every write to a source folder: staged files, the atomic replace, kept history, recovery.
+"""Every write to a source folder: staged files, the atomic replace, recovery (the versions
+a change replaces are kept by keeping.py).
 
 §7. Layer disk: imports neither pyfuse3 nor trio. Calls here block on the disk (fsync,
 copies, mkdir): the adapter runs them from a worker thread. A plan's steps (steps.py) call
@@ -22,114 +23,17 @@ import os
 import secrets
 import stat
 from collections.abc import Sequence
-from dataclasses import dataclass
-from pathlib import Path
 
 from memfs.disk import sources
-from memfs.disk.sources import DIR_FLAGS
-from memfs.rules import history
+from memfs.disk.keeping import Keep, keep_version
+from memfs.disk.places import DIR_MODE, Place, copy_fd, open_dir, read_all
+
+__all__ = ["DIR_MODE", "Keep", "Place", "copy_fd", "keep_version", "open_dir", "read_all"]
 
 log = logging.getLogger(__name__)
 
 FILE_MODE = 0o644
-DIR_MODE = 0o755
 RENAME_NOREPLACE = 1  # renameat2(2)'s flag, as the kernel passes it to rename
-
-
-@dataclass(frozen=True)
-class Place:
-    """A folder in the own source: the project folder's root and its components below it."""
-
-    root: Path
-    parts: tuple[str, ...]
-
-    def below(self, *names: str) -> Place:
-        return Place(self.root, (*self.parts, *names))
-
-    def __str__(self) -> str:
-        return str(self.root.joinpath(*self.parts))
-
-
-def open_dir(place: Place, *, create: bool, near: tuple[Place, int] | None = None) -> int:
-    """A descriptor for ``place``; with ``create``, missing folders are made (mkdir -p).
-
-    The source root is the user's (a fresh account may not have its ``projects/`` yet: with
-    ``create`` it is made); below it no component may be a symlink (`sources.open_below`).
-    ``near`` is a folder already open (its place and descriptor, which stays the
-    caller's): when it holds ``place``, the walk starts there instead of at the root (a
-    kept version's folder, below the project folder its writer's stage has open).
-    """
-    if near is not None and _holds(near[0], place):
-        base, parts, mine = near[1], place.parts[len(near[0].parts) :], False
-    else:
-        base, parts, mine = _open_root(place, create=create), place.parts, True
-    try:
-        try:
-            return sources.open_below(base, parts)
-        except FileNotFoundError:
-            if not create:
-                raise
-        return _make_below(base, parts)
-    finally:
-        if mine:
-            os.close(base)
-
-
-def _make_below(dir_fd: int, parts: Sequence[str]) -> int:
-    """`open_dir`'s mkdir -p below ``dir_fd`` (which stays open), one component at a time."""
-    fd = dir_fd
-    try:
-        for part in parts:
-            try:
-                child = os.open(part, DIR_FLAGS, dir_fd=fd)
-            except FileNotFoundError:
-                with contextlib.suppress(FileExistsError):  # a concurrent writer made it
-                    os.mkdir(part, DIR_MODE, dir_fd=fd)
-                child = os.open(part, DIR_FLAGS, dir_fd=fd)
-            if fd != dir_fd:
-                os.close(fd)
-            fd = child
-    except BaseException:
-        if fd != dir_fd:
-            os.close(fd)
-        raise
-    return fd
-
-
-def _holds(folder: Place, place: Place) -> bool:
-    return folder.root == place.root and place.parts[: len(folder.parts)] == folder.parts
-
-
-def _open_root(place: Place, *, create: bool) -> int:
-    try:
-        return os.open(place.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except FileNotFoundError:
-        if not create:
-            raise
-    # Only now: a mkdir that finds the folder costs two syscalls at every stage made.
-    place.root.mkdir(parents=True, exist_ok=True)
-    return os.open(place.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-
-
-@dataclass(frozen=True)
-class Keep:
-    """Where a replaced version is kept: ``<folder>/<prefix>@<UTC>.md``, the last ``last``.
-
-    ``path`` is the project path whose versions these are (they show at
-    ``.history/<path>/``). ``drop`` are other kept versions (view paths, below
-    ``project``, the own source's project folder) that go to keep the project within its
-    bytes for history (view/kept.py decides which).
-    """
-
-    folder: Place
-    prefix: str
-    last: int
-    path: str = ""
-    project: Place | None = None
-    drop: tuple[str, ...] = ()
-
-    def view_paths(self, names: Sequence[str]) -> list[str]:
-        return [f"{history.HISTORY}/{self.path}/{name}" for name in names]
 
 
 class Stage:
@@ -210,7 +114,6 @@ class Stage:
         self.temp, self.fd = temp, fd
 
     def write(self, offset: int, data: bytes) -> int:
-        self._restage_if_committed()
         self.dirty = True
         return os.pwrite(self.fd, data, offset)
 
@@ -218,7 +121,6 @@ class Stage:
         return os.pread(self.fd, size, offset)
 
     def truncate(self, size: int) -> None:
-        self._restage_if_committed()
         self.dirty = True
         os.ftruncate(self.fd, size)
 
@@ -234,14 +136,17 @@ class Stage:
             self.temp = ""
         self.dead = True
 
-    def _restage_if_committed(self) -> None:
-        # After a commit the descriptor names the live target; a later write on the same
-        # handle (a dup'd descriptor closed first) must not edit it in place.
-        if not self.temp and not self.dead:
-            old = self.fd
-            self.mode = stat.S_IMODE(os.fstat(old).st_mode)  # keep a chmod made since
-            self._new_temp(old)
-            os.close(old)
+    def restage(self) -> None:
+        """A new temp file, copied from what the last commit landed: after a commit the
+        descriptor names the live target (or a kept version), and a later change on the
+        same handle (a dup'd descriptor closed first) must not edit that in place. The
+        write session asks for it (view/session.py, `Need.RESTAGE`), in a worker."""
+        if self.temp or self.dead:
+            return
+        old = self.fd
+        self.mode = stat.S_IMODE(os.fstat(old).st_mode)  # keep a chmod made since
+        self._new_temp(old)
+        os.close(old)
 
     def set_times(self, atime_ns: int | None, mtime_ns: int | None) -> None:
         """futimens: None keeps what the stage has (UTIME_OMIT)."""
@@ -281,6 +186,22 @@ class Stage:
         self.temp = ""
         self.dirty = False
         return os.fstat(self.fd)
+
+    def keep_as_version(self, keep: Keep) -> list[str]:
+        """Its name was replaced by another file while it was open (§7.2): what it staged
+        becomes a kept version of its path (``keep``), not the file. fsync, then its temp
+        file is linked into the history folder (pruned as any keep) and removed; returns
+        the view paths kept or pruned. Empty bytes keep nothing, as an empty replaced
+        version does not."""
+        if not self.temp:
+            return []
+        os.fsync(self.fd)
+        self._stop_writing()
+        self.kept = keep_version(self.folder, self._dir_fd, self.temp, keep)
+        os.unlink(self.temp, dir_fd=self._dir_fd)
+        self.temp = ""
+        self.dirty = False
+        return self.kept
 
     def _stop_writing(self) -> None:
         """Before the rename, swap the writable descriptor for a read-only one on the same
@@ -352,127 +273,6 @@ def mark_commit(dir_fd: int, renamed: int | str) -> None:
             return
     with contextlib.suppress(OSError):
         os.unlink(name, dir_fd=dir_fd)  # else swept at the next mount, as any stage name
-
-
-def copy_fd(src: int, dst: int) -> None:
-    offset = 0
-    while True:
-        chunk = os.pread(src, 1 << 20, offset)
-        if not chunk:
-            return
-        os.pwrite(dst, chunk, offset)
-        offset += len(chunk)
-
-
-def keep_version(folder: Place, dir_fd: int, name: str, keep: Keep | None) -> list[str]:
-    """Hard-link the current ``name`` (if any; in ``folder``, open as ``dir_fd``) into
-    ``keep`` before it is replaced or removed, fsync that folder, then drop what
-    ``keep.drop`` names. Returns the view paths that came or went there, versions pruned
-    past ``keep.last`` among them (the caller updates its view of exactly those); with no
-    ``keep`` (or no non-empty file at ``name``) it keeps nothing.
-
-    A hard link costs no copy and makes the kept version exactly the replaced bytes: every
-    change through the mount replaces a file by a rename (or removes its name), so nothing
-    writes into the kept inode afterwards. Where no hard link can be made (a file system
-    without them), the bytes are copied. The folder's fsync comes before the caller
-    replaces the name: the kept version is durable first.
-    """
-    if keep is None:
-        return []
-    try:
-        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-    except FileNotFoundError:
-        return []
-    if not stat.S_ISREG(st.st_mode) or st.st_size == 0:
-        # An empty version holds no memory: keeping it would only make a folder under
-        # .history/ for every scratch file a tool makes and removes.
-        return []
-    kfd = open_dir(keep.folder, create=True, near=(folder, dir_fd))
-    try:
-        touched = keep.view_paths(_keep_one(dir_fd, name, st, kfd, keep))
-        os.fsync(kfd)
-    finally:
-        os.close(kfd)
-    if keep.project is not None:
-        for view in keep.drop:
-            if _drop_kept(keep.project, view):
-                touched.append(view)
-    return touched
-
-
-def _drop_kept(project: Place, view: str) -> bool:
-    """Remove the kept version at ``view`` (``.history/<path>/<name>``) of the own project
-    folder ``project``; False if it was gone already."""
-    *folder, name = view.split("/")
-    try:
-        fd = open_dir(project.below(*folder), create=False)
-    except (FileNotFoundError, NotADirectoryError):
-        return False
-    try:
-        os.unlink(name, dir_fd=fd)
-        return True
-    except FileNotFoundError:
-        return False
-    finally:
-        os.close(fd)
-
-
-def _keep_one(dir_fd: int, name: str, st: os.stat_result, kfd: int, keep: Keep) -> list[str]:
-    """The link (or copy) of ``name`` into the history folder ``kfd``, and the pruning of
-    its versions past ``keep.last``: the names that came or went there."""
-    names = os.listdir(kfd)
-    base = history.order(history.version_name(keep.prefix, st.st_mtime_ns))[0]
-    # One more than the highest number of this second, never a freed lower one: the
-    # newest kept version must sort last, or pruning would take it first.
-    taken = [history.order(n)[1] for n in names if history.order(n)[0] == base]
-    n = max(taken, default=0) + 1
-    target = history.version_name(keep.prefix, st.st_mtime_ns, n)
-    # The last ``last`` of the versions with this one among them. Pruned first, then
-    # linked: memfs killed between the two leaves no more than ``last``.
-    mine = sorted(
-        [v for v in names if v.startswith(keep.prefix + "@")] + [target], key=history.order
-    )
-    dropped = mine[: max(0, len(mine) - keep.last)]
-    touched = [old for old in dropped if old != target]
-    for old in touched:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(old, dir_fd=kfd)
-    while target not in dropped:  # the replaced version is not older than all it keeps
-        try:
-            _link_or_copy(dir_fd, name, kfd, target, st)
-            touched.append(target)
-            break
-        except FileExistsError:  # made since the listing: the next number
-            n += 1
-            target = history.version_name(keep.prefix, st.st_mtime_ns, n)
-    return touched
-
-
-def _link_or_copy(dir_fd: int, name: str, kfd: int, target: str, st: os.stat_result) -> None:
-    """``target`` in ``kfd`` becomes the file ``name`` in ``dir_fd``: a hard link, or where
-    the file system has none (EPERM, EMLINK, EXDEV, ENOTSUP), a copy with its times."""
-    try:
-        os.link(name, target, src_dir_fd=dir_fd, dst_dir_fd=kfd, follow_symlinks=False)
-        return
-    except FileExistsError:
-        raise
-    except OSError as exc:
-        if exc.errno not in (errno.EPERM, errno.EMLINK, errno.EXDEV, errno.ENOTSUP):
-            raise
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
-    src = os.open(name, flags, dir_fd=dir_fd)
-    try:
-        made = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
-        new = os.open(target, made, 0o600, dir_fd=kfd)
-        try:
-            copy_fd(src, new)
-            os.fchmod(new, stat.S_IMODE(st.st_mode))
-            os.utime(new, ns=(st.st_atime_ns, st.st_mtime_ns))
-            os.fsync(new)
-        finally:
-            os.close(new)
-    finally:
-        os.close(src)
 
 
 def replace(

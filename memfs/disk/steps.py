@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from memfs.disk import journal, sources, staging
+from memfs.disk import journal, procs, sources, staging
 from memfs.rules.history import HISTORY
 
 
@@ -30,6 +30,40 @@ class Step(Protocol):
     def run(self) -> list[str]:
         """Do it; returns the view paths of versions it kept or pruned (§7.2)."""
         ...
+
+
+class Skipped(Exception):
+    """A step found that the plan must not run (`LastClose`): nothing ran, nothing failed."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.why = why
+
+
+HELD = "held"  # the writer still holds the file: not its last close
+KILLED = "killed"  # the writer was killed by a signal: its bytes are dropped
+
+
+@dataclass
+class LastClose:
+    """The first step of what a writer's close asks (view/session.py): only the writer's
+    own last close commits (§7.1). Its process (``tgid``) still holding ``path`` (a forked
+    child closed the descriptor it inherited, or a shell a dup) skips the plan; so does a
+    writer killed by a signal (``pid``, the thread that opened it). /proc is read here, in
+    the worker, not on the request thread. ``held``: False at the release, where only a
+    kill counts."""
+
+    pid: int
+    tgid: int
+    path: str  # the file's path in the mount, as /proc names the writer's descriptor
+    held: bool = True
+
+    def run(self) -> list[str]:
+        if self.pid and procs.killed_by_signal(self.pid):
+            raise Skipped(KILLED)
+        if self.held and procs.holds(self.tgid, self.path):
+            raise Skipped(HELD)
+        return []
 
 
 @dataclass(frozen=True)
@@ -44,15 +78,79 @@ class Source:
 
 @dataclass
 class Commit:
-    """A staged write becomes its target (§7.1)."""
+    """A staged write becomes its target (§7.1); ``empty``: an empty file instead (a name a
+    create made whose write failed stays, empty, as on a local folder)."""
 
     stage: staging.Stage
     keep: staging.Keep | None
     sync_folder: bool = True  # False: a writer's temporary name (Stage.commit)
+    empty: bool = False
 
     def run(self) -> list[str]:
+        if self.empty:
+            self.stage.truncate(0)
+        self.stage.dirty = True  # what the session committed lands, changed or not
         self.stage.commit(self.keep, sync_folder=self.sync_folder)
         return self.stage.kept if self.keep is not None else []
+
+
+@dataclass
+class KeepStage:
+    """A writer whose name another file replaced while it was open: what it staged lands
+    as a kept version of its path (§7.2, view/session.py), not over that file."""
+
+    stage: staging.Stage
+    keep: staging.Keep
+
+    def run(self) -> list[str]:
+        return self.stage.keep_as_version(self.keep)
+
+
+@dataclass
+class Restage:
+    """A committed writer changes again: a new stage copied from what it committed."""
+
+    stage: staging.Stage
+
+    def run(self) -> list[str]:
+        self.stage.restage()
+        return []
+
+
+@dataclass
+class Retarget:
+    """A writer's name was renamed: its stage moves along and commits under the new name."""
+
+    stage: staging.Stage
+    place: staging.Place
+    name: str
+
+    def run(self) -> list[str]:
+        self.stage.retarget(self.place, self.name)
+        return []
+
+
+@dataclass
+class ForgetTemp:
+    """A writer's name was unlinked while open: its temp file goes now (its descriptor
+    keeps the bytes for the writer), so the folder can be removed before the release."""
+
+    stage: staging.Stage
+
+    def run(self) -> list[str]:
+        self.stage.forget_temp()
+        return []
+
+
+@dataclass
+class Abort:
+    """A writer's handle was released: what it did not commit goes, its descriptors close."""
+
+    stage: staging.Stage
+
+    def run(self) -> list[str]:
+        self.stage.abort()
+        return []
 
 
 @dataclass
@@ -190,6 +288,7 @@ class Applied:
     found: list[tuple[int, str, sources.FileStat | str | None]] = field(default_factory=list)
     scan: sources.Scan | None = None
     error: OSError | None = None  # the step that failed; the steps after it did not run
+    skipped: str = ""  # why a step stopped the plan before anything ran (`Skipped`)
     at_ns: int = 0  # when the disk was looked at again (time.monotonic_ns), after the steps
 
 
@@ -215,6 +314,9 @@ def apply(
     try:
         for step in steps:
             kept += step.run()
+    except Skipped as skip:
+        out.skipped = skip.why
+        return out
     except OSError as exc:
         out.error = exc
     out.at_ns = time.monotonic_ns()

@@ -1,8 +1,10 @@
 """How versions are named under ``.history/``: the one place these names are spelled.
 
 §4, §7.2. Pure: no I/O, imports nothing of memfs. A version of ``<path>`` from source
-``<source>`` is ``.history/<path>/<source>@<UTC>.md``; a second version of the same second
-is ``<source>@<UTC>~2.md``, and so on, so names sort oldest first.
+``<source>`` is ``.history/<path>/<source>@<UTC>.md``, the UTC of its mtime (when that
+version was written); ``~N`` tells versions apart: in the own source's kept versions, the
+order they were kept (each one more than any kept before it: ``~2``, ``~3``, ...), in the
+names memfs gives other sources' versions, two of one second.
 """
 
 from __future__ import annotations
@@ -18,13 +20,13 @@ def stamp(mtime_ns: int) -> str:
 
 
 def version_name(source: str, mtime_ns: int, n: int = 1) -> str:
-    """The file name of the ``n``-th version of one second from ``source``."""
+    """The file name of version number ``n`` (1: no number shown) from ``source``."""
     base = f"{source}@{stamp(mtime_ns)}"
     return f"{base}.md" if n == 1 else f"{base}~{n}.md"
 
 
 def order(name: str) -> tuple[str, int]:
-    """(``<source>@<UTC>``, n) of a version's file name: sorts versions oldest first."""
+    """(``<source>@<UTC>``, n) of a version's file name."""
     base, _, n = name.removesuffix(".md").partition("~")
     return (base, int(n) if n.isdigit() else 1)
 

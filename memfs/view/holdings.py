@@ -338,7 +338,7 @@ class Holdings:
         is_new = _of(versions, i) is None
         self._versions[f.path] = _with(versions, new)
         if f.path.startswith(_KEPT) and self._is_own(i):
-            self.kept.put(f.path, f.size, f.mtime_ns)
+            self.kept.put(f.path, f.size, f.ctime_ns or f.mtime_ns)
         if is_new:
             self._count_under(f.path, +1)
         self._refresh(f.path)

@@ -22,10 +22,12 @@ Every way a save reaches MEMORY.md is planned here:
 * a truncate by path, or chmod and utimens (`plan_attrs`): a truncate cuts the view as it
   stands; the attributes are the own index's, made empty when there is none;
 * an editor's backup-then-write: MEMORY.md renamed away (`plan_move_away`, which reads the
-  own index first), then created anew. The adapter keeps what the move took
-  (`IndexChange` with ``own_before`` and the whiteouts it added): the create is the save
-  of the index, not a new one, so the own index it moved is the one the change applies to,
-  and the whiteouts the move put on the other sources' versions are lifted again.
+  own index first), then written anew. A rename of an index away moves the view's bytes
+  to the new name and the own index away, and never hides another source's index: no
+  sequence of renames hides another account's lines. The adapter keeps what the move took
+  (`IndexChange` with ``own_before``) a moment: the save that follows (a create, an
+  O_TRUNC write, a rename onto it) is the save of the index, not of a new one, so the own
+  index it moved is the one the change applies to.
 
 What the writer read is the adapter's to know (adapter/indexes.py): the view its open for
 writing started from when it could read it there (O_RDWR) or appends to it; else what its
@@ -40,7 +42,6 @@ from dataclasses import dataclass
 
 from memfs.disk import index_save, staging, steps
 from memfs.disk.index_save import FromBytes, FromFile, FromStage, ReadIndex, SaveIndex
-from memfs.disk.state import Whiteout
 from memfs.rules.tree import parent_of
 from memfs.view.versions import MEMORY, Kind
 from memfs.view.writes import (
@@ -60,12 +61,10 @@ __all__ = ["MEMORY", "IndexChange", "Refused"]
 class IndexChange:
     """What a save of MEMORY.md is a change against: ``read``, what its writer read; after
     an editor moved the index away to write it anew, ``own_before``, the own index it moved
-    (taken as the own index while the disk has none), and ``lift``, the whiteouts the
-    move put on the other sources' versions."""
+    (taken as the own index while the disk has none)."""
 
     read: bytes
     own_before: bytes | None = None
-    lift: frozenset[Whiteout] = frozenset()
 
 
 def plan_commit(
@@ -149,10 +148,26 @@ def plan_attrs(
 def plan_move_away(
     planner: Planner, dst: str, flags: int, memory: bytes, path: str = MEMORY
 ) -> tuple[Plan, ReadIndex]:
-    """rename(2) of MEMORY.md (whose view is ``memory``) to ``dst``, as any rename (§7.3),
-    its first step reading the own index it moves or removes (`ReadIndex`): an editor's
-    backup-then-write writes the index anew at once, and that save applies to it."""
-    plan = planner.rename(path, dst, flags, memory=memory)
+    """rename(2) of MEMORY.md (whose view is ``memory``) to ``dst``: ``dst`` gets what the
+    view showed, the own index goes (kept, §7.2), and the other sources' indexes stay as
+    they are: a rename hides none of their lines (§5.3). Its first step reads the own
+    index it moves (`ReadIndex`): an editor's backup-then-write writes the index anew at
+    once, and that save applies to it. An own index alone is simply renamed."""
+    project = planner.project
+    leaf = writable_leaf(project, path)
+    assert leaf.version is not None
+    check_rename(project, path, dst, flags)
+    own = own_folder_of(planner.config, project, leaf.version)
+    if own is not None and leaf.kind is Kind.FILE:
+        plan = planner.rename(path, dst, flags)  # the own index alone: nothing else to hide
+    else:
+        plan = planner.copy_up(path, dst=dst, memory=memory if leaf.kind is Kind.MEMORY else None)
+        planner._journal(plan, "rename", path, dst)
+        for v in project.versions(path):
+            place = own_folder_of(planner.config, project, v)
+            if place is not None:
+                plan.steps.append(steps.Unlink(place, parent_of(path)[1], planner._keep(path)))
+                plan.read_again(v.origin, project.origins[v.origin], path)
     step = ReadIndex(planner._place(path), planner.config.limits.max_file_bytes)
     plan.steps.insert(0, step)
     return plan, step
@@ -186,8 +201,4 @@ def _plan_save(
     plan.steps.append(step)
     plan.index = step
     plan.read_again(planner.own, planner._own_origin(), path)
-    if change.lift:
-        # After the save, so that a save that fails leaves them: the other sources' indexes
-        # show again, less the lines this save hid.
-        planner._save(plan, project.whiteouts - change.lift)
     return plan

@@ -7,9 +7,10 @@ comes or goes, so a write asks what to prune in O(pruned · log n), never by wal
 history folder: a project that keeps 20 versions of a thousand files holds 20,000 of them.
 
 The rule: kept versions are counted by their bytes; when keeping one more would take the
-total past ``history_bytes``, the oldest (by mtime: the replaced version's own time, which
-its hard link keeps) go first, but never the newest kept version of a path, so every file
-ever replaced or removed keeps its last version, whatever its size.
+total past ``history_bytes``, the ones kept first go first (by when each was kept, its
+file's ctime: never by mtime, which a `cp -p` or `touch -d` sets to any date), but never
+the newest kept version of a path, so every file ever replaced or removed keeps its last
+version, whatever its size.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from memfs.rules.history import HISTORY
 class KeptVersion:
     view: str  # `.history/<path>/<name>`
     size: int
-    mtime_ns: int
+    kept_ns: int  # when it was kept: its file's ctime
 
     @property
     def of(self) -> str:
@@ -34,11 +35,12 @@ class KeptVersion:
 
 
 def _age(k: KeptVersion) -> tuple[int, str]:
-    return (k.mtime_ns, k.view)
+    return (k.kept_ns, k.view)
 
 
 class KeptVersions:
-    """One project's own kept versions: oldest first, their bytes, the newest of each path."""
+    """One project's own kept versions: kept first first, their bytes, the newest of each
+    path."""
 
     def __init__(self) -> None:
         self._by_age: SortedKeyList[KeptVersion, tuple[int, str]] = SortedKeyList(key=_age)
@@ -46,9 +48,9 @@ class KeptVersions:
         self._of: dict[str, SortedKeyList[KeptVersion, tuple[int, str]]] = {}
         self.bytes = 0
 
-    def put(self, view: str, size: int, mtime_ns: int) -> None:
+    def put(self, view: str, size: int, kept_ns: int) -> None:
         self.discard(view)
-        k = KeptVersion(view, size, mtime_ns)
+        k = KeptVersion(view, size, kept_ns)
         if not k.of:
             return  # a file right under .history/ is no version of any path
         self._by_age.add(k)

@@ -300,6 +300,11 @@ class Planner:
         plan.state_dir = self.config.state_dir
         return plan
 
+    def nothing(self) -> Plan:
+        """A plan that changes nothing: what a gate step alone checks (a failure a
+        writer's close reports, view/session.py)."""
+        return self._plan()
+
     def _own_origin(self) -> Origin:
         return self.project.origins[self.own]
 
@@ -317,14 +322,30 @@ class Planner:
         old_a = (v.atime_ns if v is not None else found.atime_ns if found else 0) or old_m
         return (old_a if atime is None else atime, old_m if mtime is None else mtime)
 
-    def commit(self, stage: staging.Stage, path: str, *, keep: bool, created: bool) -> Plan:
+    def commit(
+        self, stage: staging.Stage, path: str, *, keep: bool, created: bool, empty: bool = False
+    ) -> Plan:
         """A staged write becomes the file at ``path`` (§7.1, §7.2). ``created``: the
         name is new, made by this stage; if it is a writer's temporary name, its folder is
-        not fsynced (`is_temp_name`)."""
+        not fsynced (`is_temp_name`). ``empty``: an empty file instead (a create whose
+        write failed)."""
         plan = self._plan("create" if created else "write", path)
         sync = not (created and is_temp_name(parent_of(path)[1]))
-        plan.steps.append(steps.Commit(stage, self._keep(path) if keep else None, sync))
+        keeping = self._keep(path) if keep else None
+        plan.steps.append(steps.Commit(stage, keeping, sync, empty=empty))
         plan.read_again(self.own, self._own_origin(), path)
+        return plan
+
+    def keep_stage(self, stage: staging.Stage, path: str) -> Plan:
+        """A writer whose name was replaced by another file while it was open: its bytes
+        become a kept version of ``path`` (§7.2), not the file. A writer's own temporary,
+        swap or backup file keeps nothing (`keeps_versions`): its bytes go."""
+        plan = self._plan("keep", path)
+        keep = self._keep(path)
+        if keep is None:
+            plan.change = None
+            return plan
+        plan.steps.append(steps.KeepStage(stage, keep))
         return plan
 
     def copy_up(
