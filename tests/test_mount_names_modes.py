@@ -116,6 +116,35 @@ def test_chmod_000_keeps_the_own_version_the_head_and_chmod_644_brings_it_back(
     assert (m.own / "notes.md").read_bytes() == OWN_WORDS
 
 
+def test_an_own_index_with_mode_000_is_refused_as_any_own_file(user: NormalUser) -> None:
+    # Issue 36: `chmod 000 MEMORY.md`, then `cat` showed the union without the own lines
+    # and `echo l >> MEMORY.md` returned 0 and dropped the line. An own index its owner
+    # may not read behaves as any own file: EACCES, and nothing written is lost.
+    own_index = b"- [Own](own.md)\n"
+    work = user.home / ".claude-work" / "projects" / SLUG / "memory"
+    work.mkdir(parents=True)
+    (work / "MEMORY.md").write_bytes(b"- [Work](work.md)\n")
+    m = UserMount(user)
+    (m.own / "MEMORY.md").write_bytes(own_index)
+    for path in [user.home, *user.home.rglob("*")]:
+        os.chown(path, user.uid, user.gid)
+    m.mount()
+    assert m.ok("cat MEMORY.md") == "- [Own](own.md)\n- [Work](work.md)\n"
+    m.ok("chmod 000 MEMORY.md")
+    assert m.mode("MEMORY.md") == "0"
+    code, out, err = m.sh("cat MEMORY.md")
+    assert (code, out) == (1, ""), (code, out)
+    assert "Permission denied" in err
+    code, _, err = m.sh("echo l >> MEMORY.md")
+    assert code != 0
+    assert "Permission denied" in err
+    assert (m.own / "MEMORY.md").read_bytes() == own_index
+    m.ok("chmod 600 MEMORY.md")
+    m.ok("echo '- [L](l.md)' >> MEMORY.md")
+    assert (m.own / "MEMORY.md").read_bytes() == own_index + b"- [L](l.md)\n"
+    assert m.ok("cat MEMORY.md") == "- [Own](own.md)\n- [L](l.md)\n- [Work](work.md)\n"
+
+
 @pytest.mark.parametrize(
     "make",
     [

@@ -17,6 +17,7 @@ handoff rank), so a preamble costs O(N + index lines) and one changed file O(log
 from __future__ import annotations
 
 import logging
+import stat
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -180,10 +181,15 @@ class Project(Holdings):
     ) -> None:
         # A conflict copy of MEMORY.md is a version too: its links join the union (5.3).
         # Lines a save hid are taken out of every version but the own index: a lone other
-        # version with such lines is shown as computed too (documents.py).
-        if self.is_index(path) and (
-            len(visible) + len(copies) > 1
-            or (self.hidden_of(path) and self.origins[head.origin].source != self.config.own_index)
+        # version with such lines is shown as computed too (documents.py). An own index
+        # its owner may not read (chmod 000) is shown as the own file it is, so that
+        # reading it is refused (EACCES) as any such file's is, not answered with a union
+        # that silently lacks every own line (§5.2).
+        own = self.origins[head.origin].source == self.config.own_index
+        if (
+            self.is_index(path)
+            and not (own and not head.mode & stat.S_IRUSR)
+            and (len(visible) + len(copies) > 1 or (self.hidden_of(path) and not own))
         ):
             others = self._newest_first(v for v in [*visible, *copies] if v is not head)
             leaf = Leaf(Kind.MEMORY, head, tuple(others))
