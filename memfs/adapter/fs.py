@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import errno
 import functools
-import json
 import logging
 import os
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
@@ -29,7 +28,7 @@ from typing import Any, ParamSpec, TypeVar
 
 import pyfuse3
 
-from memfs.adapter import keys, status, userlevel, workers
+from memfs.adapter import control, keys, restoring, status, userlevel, workers
 from memfs.adapter.attrs import Shown, leaf_of, statvfs_of
 from memfs.adapter.folders import OpenFolders
 from memfs.adapter.here import Here
@@ -59,7 +58,7 @@ from memfs.view.session import WriteSession
 
 log = logging.getLogger(__name__)
 
-STATUS_XATTR = os.fsencode(status.STATUS_XATTR)
+STATUS_XATTR = control.STATUS_XATTR
 # Open flags of anything but a plain read: those never take the warm way (kernel.py).
 NOT_ONLY_READ = os.O_WRONLY | os.O_RDWR | os.O_TRUNC | os.O_APPEND
 TRUNCATE_PATIENCE = 0.5  # seconds an O_TRUNC open waits for cached reads to finish
@@ -101,7 +100,7 @@ def _err(code: int) -> pyfuse3.FUSEError:
     return pyfuse3.FUSEError(code)
 
 
-class MemFS(pyfuse3.Operations):
+class MemFS(control.RootXattrs, pyfuse3.Operations):
     """The merged view (§4) as a FUSE filesystem: pyfuse3's handlers, which translate."""
 
     enable_writeback_cache = False
@@ -135,6 +134,7 @@ class MemFS(pyfuse3.Operations):
         self.stages = Stages(
             config, self.catalog, self.files, self.mountpoint, self.projects.get, self.publisher
         )
+        self.restores = restoring.Restores(self.stages, self.projects.get)
         self.reads = ReadOpens(
             self.kernel, self.files, self.pins, self.renderings, self.projects.recheck,
             self.stages.index_reads, self.catalog.loaded,
@@ -436,7 +436,7 @@ class MemFS(pyfuse3.Operations):
         size = attr.st_size if fields.update_size else None
         atime = attr.st_atime_ns if fields.update_atime else None
         mtime = attr.st_mtime_ns if fields.update_mtime else None
-        f = self.files.get(fh) if fh is not None else self._writer_of(inode, key, ctx.pid)
+        f = self.files.get(fh) if fh is not None else self.files.setting(inode, key, ctx.pid)
         if f is not None and f.writer and (f.stage is not None or size is not None):
             # ftruncate, fchmod, futimens on a handle being written: its stage changes,
             # and what it sets is committed with it (`cp -p` sets the times last).
@@ -451,16 +451,6 @@ class MemFS(pyfuse3.Operations):
         project = await self.projects.get(key[0])
         await self.stages.set_attrs(project, key[1], ctx.pid, mode, size, (atime, mtime))
         return self.shown.of(inode, key, project)
-
-    def _writer_of(self, inode: int, key: Key, pid: int) -> OpenFile | None:
-        """The handle a setattr that names none is about: a create not committed yet, or
-        the caller's own writer of the file. futimens and fchmod reach FUSE without their
-        descriptor's handle, and a writer's times or mode must land with its bytes, not on
-        the file its commit then replaces."""
-        pending = self.files.pending(key)
-        if pending is not None or not self.files.has_writers(inode):
-            return pending
-        return self.files.own_writer(inode, pid)
 
     @_handler
     async def unlink(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
@@ -578,23 +568,6 @@ class MemFS(pyfuse3.Operations):
         self, parent_inode: int, name: bytes, mode: int, rdev: int, ctx: pyfuse3.RequestContext
     ) -> pyfuse3.EntryAttributes:
         raise _err(errno.EPERM)
-
-    # --- status ----------------------------------------------------------------------
-
-    def status(self) -> dict[str, Any]:
-        return status.report(self)
-
-    @_handler
-    async def getxattr(self, inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> bytes:
-        # Reading the counters must not change them: only the other names count (the
-        # kernel asks for security.capability before every write to a FUSE file).
-        if inode == ROOT_INODE and name == STATUS_XATTR:
-            return json.dumps(self.status(), sort_keys=True).encode()
-        self.stats.count("getxattr")
-        raise _err(errno.ENODATA)
-
-    async def listxattr(self, inode: int, ctx: pyfuse3.RequestContext) -> list[bytes]:
-        return [STATUS_XATTR] if inode == ROOT_INODE else []
 
     @_handler
     async def statfs(self, ctx: pyfuse3.RequestContext) -> pyfuse3.StatvfsData:

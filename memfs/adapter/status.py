@@ -87,6 +87,11 @@ def _report(ops: Reporting) -> dict[str, Any]:
     return {
         "mountpoint": str(ops.mountpoint),
         "pid": os.getpid(),
+        # Where its journal and state are, and its config: `memfs log` and `memfs restore`
+        # act on the mount a path lies in (a demo's has a state folder of its own).
+        "state_dir": str(ops.config.state_dir),
+        "config": str(ops.config.path) if ops.config.path is not None else None,
+        "own": ops.config.own.name if ops.config.own is not None else None,
         "sources": [{"name": s.name, "path": s.template, "own": s.own} for s in ops.config.sources],
         "projects_listed": len(ops.catalog.slugs()) if ops.catalog.listed else 0,
         "projects_loaded": len(projects),

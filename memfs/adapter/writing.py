@@ -206,6 +206,16 @@ class OpenFiles:
         """The handle through which thread ``pid`` writes ``ino`` itself, if it does."""
         return next((f for f in self.writers_of(ino) if f.pid == pid), None)
 
+    def setting(self, ino: int, key: Key, pid: int) -> OpenFile | None:
+        """The handle a setattr that names none is about: a create not committed yet, or
+        thread ``pid``'s own writer of the file. futimens and fchmod reach FUSE without
+        their descriptor's handle, and a writer's times or mode must land with its bytes
+        (`cp -p` sets them last), not on the file its commit then replaces."""
+        pending = self.pending(key)
+        if pending is not None or not self.has_writers(ino):
+            return pending
+        return self.own_writer(ino, pid)
+
     def own_size(self, ino: int, pid: int) -> int | None:
         """The size ``pid`` sees while it writes ``ino`` itself; None for everyone else."""
         mine = self.own_writer(ino, pid)

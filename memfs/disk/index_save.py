@@ -24,15 +24,20 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import logging
 import os
+import sqlite3
 import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from memfs.disk import sources, staging, state
+from memfs.disk import sources, staging, state, store
 from memfs.rules import index
+from memfs.rules.history import HISTORY
 from memfs.rules.index import MEMORY
+
+log = logging.getLogger(__name__)
 
 BodyRead = tuple[Path, tuple[str, ...], str]  # (root, parts, path) of a source file
 
@@ -184,6 +189,9 @@ class SaveIndex:
         if after != before:
             state.save_hidden_lines(self.state_dir, self.slug, after, self.index)
         self.hidden = after
+        replaced = next((v for v in reversed(kept) if v.startswith(f"{HISTORY}/{self.index}/")), "")
+        if replaced or after != before:
+            remember_hidden(self.state_dir, self.slug, self.index, before, after, replaced)
         return kept
 
     def _land(self, merged: bytes, mode: int, times: tuple[int, int] | None) -> list[str]:
@@ -206,6 +214,45 @@ class SaveIndex:
 
 
 @dataclass
+class RestoreHidden:
+    """A restore's step (view/restore.py): the lines an index hides go back to what they
+    were at ``at_ns``, or (``under``, a kept own version's view path) while that version
+    was the own index; when the store has no such record, what it hid at
+    ``fallback_ns`` (when the version was kept). Afterwards ``hidden`` holds the set
+    saved (None: nothing known, the set left as it is). ``replacing``: the step that put
+    the version back, whose kept versions name what the restore replaced."""
+
+    state_dir: Path
+    slug: str
+    index: str
+    at_ns: int | None
+    under: str
+    fallback_ns: int
+    replacing: object = None
+    hidden: frozenset[str] | None = None
+
+    def run(self) -> list[str]:
+        db = store.of(self.state_dir)
+        found = db.hidden_under(self.slug, self.index, self.under) if self.under else None
+        if found is None:
+            at = self.at_ns if self.at_ns is not None else self.fallback_ns
+            found = db.hidden_at(self.slug, self.index, at)
+        before = state.load_hidden_lines(self.state_dir, self.slug, self.index)
+        if found is None:
+            self.hidden = before
+            return []
+        if found != before:
+            state.save_hidden_lines(self.state_dir, self.slug, found, self.index)
+        kept = getattr(self.replacing, "kept", [])
+        prefix = f"{HISTORY}/{self.index}/"
+        replaced = next((v for v in reversed(kept) if v.startswith(prefix)), "")
+        if replaced or found != before:
+            remember_hidden(self.state_dir, self.slug, self.index, before, found, replaced)
+        self.hidden = found
+        return []
+
+
+@dataclass
 class ReadIndex:
     """A plan's step: the own index's bytes (``data``; None: there is none) before the
     plan's later steps move or remove it (an editor's backup-then-write, view/indexes.py)."""
@@ -220,6 +267,22 @@ class ReadIndex:
         except FileNotFoundError:
             self.data = None
         return []
+
+
+def remember_hidden(
+    state_dir: Path,
+    slug: str,
+    path: str,
+    before: frozenset[str],
+    after: frozenset[str],
+    replaced: str,
+) -> None:
+    """The hidden lines' history (store.py), for a restore of the view as it was: never
+    fails the save that changed them (logged)."""
+    try:
+        store.of(state_dir).hidden_changed(slug, path, before, after, replaced)
+    except (OSError, sqlite3.Error) as exc:
+        log.warning("cannot keep the history of hidden lines of %s/%s: %s", slug, path, exc)
 
 
 def _read_own(folder: staging.Place, limit: int) -> tuple[bytes, int]:

@@ -1,12 +1,13 @@
-"""The journal of every change through the mount (§7.2): who did what to which file.
+"""The journal of every change: who did what to which file (§7.2).
 
-Layer disk: imports neither pyfuse3 nor trio. One line of JSON per change in
-``$XDG_STATE_HOME/memfs/journal.jsonl`` (private to the user like all state: 0600 in a
-0700 folder), appended by the worker call that applied the change (steps.apply), so it
-costs the request thread nothing. Bounded: past `MAX_BYTES` the older half goes, in one
-atomic replace. `memfs log` reads it newest first.
+Layer disk: imports neither pyfuse3 nor trio. One row per change in the state folder's
+store (store.py: SQLite, private to the user), appended by the worker call that applied the
+change (steps.apply), so it costs the request thread nothing. A change through the mount
+names its process (the thread group FUSE's caller belongs to, and its command name); a
+change memfs saw on disk (issue 37) is marked so, its process unknown. `memfs log` reads
+it newest first, every name escaped: a name may hold any byte but '/' and NUL.
 
-A line names memory paths and process names, never memory content.
+A row names memory paths and process names, never memory content.
 """
 
 from __future__ import annotations
@@ -15,37 +16,40 @@ import contextlib
 import json
 import logging
 import os
-import threading
+import sqlite3
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
-from memfs.disk import procs, staging, state
+from memfs.disk import procs, store
 
 log = logging.getLogger(__name__)
 
-NAME = "journal.jsonl"
-MAX_BYTES = 4 << 20  # about 20,000 changes; then the older half goes
-# Workers apply plans at once: an append between a trim's read and its replace would be
-# lost, so appends and trims take turns (a few µs each; a trim every 20,000 changes).
-_turns = threading.Lock()
+LEGACY = "journal.jsonl"  # the journal of memfs before its store: read in once, then gone
+MOUNT = "mount"
+DISK = "disk"
 
 
 @dataclass
 class Change:
-    """One change through the mount; ``before``/``after`` are sizes (None: no file)."""
+    """One change; ``before``/``after`` are sizes (None: no file)."""
 
     project: str
     path: str
-    what: str  # write, create, rename, unlink, truncate, chmod, times, mkdir, rmdir
-    pid: int = 0
+    # write, create, rename, unlink, truncate, chmod, times, mkdir, rmdir, keep, restore;
+    # on disk: replace, rewrite, remove
+    what: str
+    pid: int = 0  # the process (thread group); 0: unknown (a change on disk)
     comm: str = ""  # the process's command name, read when the change is applied
     to: str = ""  # a rename's new path
     before: int | None = None
     after: int | None = None
     kept: str = ""  # the view path of the version kept (.history/...), if one was
     at_ns: int = 0  # wall clock, when it was applied
+    way: str = MOUNT  # through the mount, or seen on disk
+    source: str = ""  # on disk: the source whose file changed
+    version: str = ""  # a restore: the view path of the version it put back
 
     @property
     def target(self) -> str:
@@ -55,59 +59,48 @@ class Change:
 
 def record(state_dir: Path, change: Change) -> None:
     """Append ``change``, naming its process; never raises (a journal that cannot be
-    written is logged, and the change itself stands)."""
+    written is logged, and the change itself stands). FUSE names the calling thread: the
+    journal names its process, the thread group."""
     change.at_ns = change.at_ns or time.time_ns()
-    if change.pid and not change.comm:
-        change.comm = procs.command_name(procs.tgid(change.pid))
-    line = (json.dumps(asdict(change), separators=(",", ":")) + "\n").encode()
+    if change.pid:
+        change.pid = procs.tgid(change.pid)
+        change.comm = change.comm or procs.command_name(change.pid)
+    row = asdict(change)
+    row["to_path"] = row.pop("to")
     try:
-        with _turns:
-            fd = _open(state_dir)
-            try:
-                os.write(fd, line)
-                size = os.fstat(fd).st_size
-            finally:
-                os.close(fd)
-            if size > MAX_BYTES:
-                _trim(state_dir)
-    except OSError as exc:
+        _import_legacy(state_dir)
+        store.of(state_dir).record(row)
+    except (OSError, sqlite3.Error) as exc:
         log.warning("cannot write the change journal: %s", exc)
 
 
-def _open(state_dir: Path) -> int:
-    """The journal, for appending. The state folder was made private at mount start
-    (`state.make_private`): only when it is gone since is it made again, not checked at
-    every change (two mkdir attempts and two stats, each a raised exception)."""
-    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+def read(state_dir: Path, project: str = "", limit: int = 0) -> list[Change]:
+    """The changes journaled, newest first (of ``project`` only, at most ``limit``: 0 all)."""
+    if not (state_dir / store.NAME).exists() and not (state_dir / LEGACY).exists():
+        return []  # nothing journaled yet: no database made for a question
+    _import_legacy(state_dir)
+    names = {f.name for f in fields(Change)}
+    found = []
+    for row in store.of(state_dir).journal(project, limit):
+        row["to"] = row.pop("to_path")
+        found.append(Change(**{k: v for k, v in row.items() if k in names}))
+    return found
+
+
+def _import_legacy(state_dir: Path) -> None:
+    """An older memfs's JSON lines journal, moved into the store once."""
+    path = state_dir / LEGACY
     try:
-        return os.open(state_dir / NAME, flags, state.FILE_MODE)
+        text = path.read_text(encoding="utf-8", errors="replace")
     except FileNotFoundError:
-        return os.open(state.private_folder(state_dir) / NAME, flags, state.FILE_MODE)
-
-
-def _trim(folder: Path) -> None:
-    """Keep the newer half of the journal (an atomic replace: a crash keeps one whole).
-
-    Only that half is read: the whole file and a copy of its half made memfs's RSS step
-    up by their size for good (freed, the heap keeps them)."""
-    fd = os.open(folder / NAME, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    try:
-        size = os.fstat(fd).st_size
-        half = os.pread(fd, size - size // 2, size // 2)
-    finally:
-        os.close(fd)
-    start = half.find(b"\n") + 1  # from the first whole line
-    place = staging.Place(folder, ())
-    staging.replace(place, NAME, half[start:], mode=state.FILE_MODE)
-
-
-def read(state_dir: Path) -> list[Change]:
-    """Every change journaled, newest first; lines that do not parse are skipped."""
-    try:
-        text = (state_dir / NAME).read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        return []
-    return list(reversed(list(_parse(text))))
+        return
+    target = store.of(state_dir)
+    for change in _parse(text):
+        row = asdict(change)
+        row["to_path"] = row.pop("to")
+        target.record(row)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
 
 
 def _parse(text: str) -> Iterator[Change]:
@@ -120,13 +113,26 @@ def _parse(text: str) -> Iterator[Change]:
 
 
 def render(c: Change) -> str:
-    """One line for a person: when (UTC), what, where, sizes, the version kept, by whom."""
+    """One line for a person: when (UTC), what, where, sizes, the version kept, by whom.
+    Every name is escaped: a newline in a file name must not forge a line of the log."""
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(c.at_ns / 1e9))
-    where = f"{c.project}/{c.path}" + (f" -> {c.to}" if c.to else "")
+    where = f"{escape(c.project)}/{escape(c.path)}" + (f" -> {escape(c.to)}" if c.to else "")
     sizes = f"{_size(c.before)} -> {_size(c.after)}"
-    kept = f"  kept {c.kept}" if c.kept else ""
-    who = f"{c.comm or '?'}[{c.pid}]" if c.pid else "?"
-    return f"{when}Z  {c.what:<8} {where}  {sizes}{kept}  by {who}"
+    kept = f"  kept {escape(c.kept)}" if c.kept else ""
+    restored = f"  from {escape(c.version)}" if c.version else ""
+    if c.way == DISK:
+        who = f"on disk ({escape(c.source)}), process unknown"
+    else:
+        who = f"{escape(c.comm or '?')}[{c.pid}]" if c.pid else "?"
+    return f"{when}Z  {c.what:<8} {where}  {sizes}{kept}{restored}  by {who}"
+
+
+def escape(text: str) -> str:
+    """``text`` with control characters (a newline, an escape sequence) and undecodable
+    bytes spelled out as Python would (``\\n``, ``\\x1b``, ``\\udcff``)."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
 
 
 def _size(size: int | None) -> str:

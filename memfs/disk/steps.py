@@ -165,8 +165,13 @@ class CopyUp:
     size: int | None
     times: tuple[int, int]
     keep: staging.Keep | None
+    kept: list[str] = field(default_factory=list)  # the view paths it kept or pruned
 
     def run(self) -> list[str]:
+        self.kept = self._run()
+        return self.kept
+
+    def _run(self) -> list[str]:
         stage = staging.Stage(self.folder, self.name, initial_fd=None, mode=self.mode)
         try:
             if self.src.data is not None:

@@ -9,6 +9,8 @@ names memfs gives other sources' versions, two of one second.
 
 from __future__ import annotations
 
+import calendar
+import re
 import time
 
 HISTORY = ".history"
@@ -33,3 +35,19 @@ def order(name: str) -> tuple[str, int]:
 
 def in_history(path: str) -> bool:
     return path == HISTORY or path.startswith(HISTORY + "/")
+
+
+_NAME = re.compile(r"(?P<source>.+)@(?P<stamp>[0-9]{8}T[0-9]{6}Z)(?:~(?P<n>[0-9]+))?\.md")
+
+
+def parse(name: str) -> tuple[str, int, int] | None:
+    """(source, the UTC second its name shows as seconds since the epoch, its number) of a
+    version's file name; None for any other name."""
+    found = _NAME.fullmatch(name)
+    if found is None:
+        return None
+    try:
+        when = calendar.timegm(time.strptime(found["stamp"], "%Y%m%dT%H%M%SZ"))
+    except ValueError:
+        return None
+    return found["source"], when, int(found["n"] or 1)

@@ -72,6 +72,11 @@ class KeptVersions:
     def __len__(self) -> int:
         return len(self._by_view)
 
+    def of(self, path: str) -> list[KeptVersion]:
+        """``path``'s kept versions, kept first first (approximately: by when each was
+        kept; the number in its name is the order exactly, history.parse)."""
+        return list(self._of.get(path, ()))
+
     def over_budget(self, path: str, adding: int, budget: int) -> list[str]:
         """The kept versions to remove so that keeping ``adding`` more bytes, a new
         version of ``path``, stays within ``budget``: oldest first, never the newest kept

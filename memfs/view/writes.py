@@ -31,7 +31,7 @@ from pathlib import Path
 
 from memfs.disk import journal, sources, staging, state, steps
 from memfs.disk.config import Config
-from memfs.disk.index_save import SaveIndex
+from memfs.disk.index_save import RestoreHidden, SaveIndex
 from memfs.disk.staging import RENAME_NOREPLACE
 from memfs.disk.steps import Applied, Step  # by name: in Plan's body, steps is its field
 from memfs.rules import history, names, preamble
@@ -76,7 +76,7 @@ class Plan:
     own: int | None = None  # the own origin, where kept versions land
     change: journal.Change | None = None  # what the journal records once it ran (§7.2)
     state_dir: Path | None = None
-    index: SaveIndex | None = None
+    index: SaveIndex | RestoreHidden | None = None  # the step that sets an index's hidden lines
 
     def read_again(self, origin: int, place: Origin, path: str) -> None:
         self.origins[origin] = place
@@ -386,6 +386,31 @@ class Planner:
             )
         )
         plan.read_again(self.own, self._own_origin(), target)
+        return plan
+
+    def restore(self, path: str, version: Version, view: str, *, nothing: bool) -> Plan:
+        """`memfs restore` (view/restore.py): ``version`` (shown at ``view``) becomes the own
+        file at ``path``, its bytes, mode and times, as one atomic replace, the version it
+        replaces kept (§7.2); ``nothing``: it is that file already, and the plan copies
+        nothing (an index's may still restore its hidden lines)."""
+        plan = self._plan("restore", path)
+        assert plan.change is not None
+        plan.change.version = view
+        if nothing:
+            return plan
+        origin = self.project.origins[version.origin]
+        plan.steps.append(
+            steps.CopyUp(
+                steps.Source(origin.root, origin.parts, version.path, None),
+                self._place(path),
+                parent_of(path)[1],
+                mode=stat.S_IMODE(version.mode),
+                size=None,
+                times=(version.atime_ns or version.mtime_ns, version.mtime_ns),
+                keep=self._keep(path),
+            )
+        )
+        plan.read_again(self.own, self._own_origin(), path)
         return plan
 
     def set_attrs(
