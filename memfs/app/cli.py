@@ -33,7 +33,7 @@ from typing import Any, NoReturn
 
 from memfs import __version__
 from memfs.adapter.status import STATUS_XATTR
-from memfs.disk import config, gemini
+from memfs.disk import config, gemini, state
 from memfs.rules import slug
 from memfs.view import userlevel
 from memfs.view.catalog import Catalog
@@ -159,12 +159,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _is_user_error(exc: Exception) -> bool:
     # Each layer has its own error class carrying one line with the cause and the fix.
-    return isinstance(exc, UserError | config.ConfigError) or type(exc).__name__ in (
-        "MountError",
-        "ServiceError",
-        "AdoptError",
-        "HistoryError",
-    )
+    if isinstance(exc, UserError | config.ConfigError | state.StateError):
+        return True
+    return type(exc).__name__ in ("MountError", "ServiceError", "AdoptError", "HistoryError")
 
 
 def _one_line(exc: Exception) -> str:
