@@ -16,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -32,6 +33,8 @@ from mounting import (
     slug_of,
     wait_until,
 )
+
+from memfs.app import cli
 
 pytestmark = MOUNT_MARKS
 
@@ -134,6 +137,7 @@ def test_demo_foreground_cleans_up_on_ctrl_c(sandbox: Sandbox) -> None:
         rest, _ = proc.communicate(timeout=STOP_DEADLINE + 5)
         assert proc.returncode == 0, (sandbox.base / "demo.err").read_text()
         assert f"unmounted and removed {mnt.parent}" in rest.decode()
+        assert "fusermount3" not in (sandbox.base / "demo.err").read_text()
         assert not in_mountinfo(mnt)
         assert not mnt.parent.exists()
         wait_until(lambda: not alive(pid), STOP_DEADLINE, "the demo daemon exits")
@@ -244,3 +248,76 @@ def test_demo_closed_terminal_cleans_up(sandbox: Sandbox, signum: signal.Signals
         if mnt is not None:
             release_mountpoint(mnt, [pid] if pid else [])
             shutil.rmtree(mnt.parent, ignore_errors=True)
+
+
+# Stands in for the demo's daemon in its last moment, as libfuse ends it: the connection
+# closed first (the mount is dead: everything in it answers ENOTCONN, its root included),
+# the unmount after. Here the two are apart until the test says so: it mounts, closes the
+# connection, waits for SIGTERM and the test's word, then unmounts and exits with
+# fusermount3's status.
+UNMOUNTING_DAEMON = """\
+import signal, subprocess, sys
+import pyfuse3
+mnt = sys.argv[1]
+pyfuse3.init(pyfuse3.Operations(), mnt, {"fsname=fake-demo"})
+pyfuse3.close(unmount=False)
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+print("ready", flush=True)
+signal.sigwait({signal.SIGTERM})
+sys.stdin.readline()
+done = subprocess.run(["fusermount3", "-uz", mnt], capture_output=True, text=True)
+sys.stderr.write(done.stderr)
+sys.exit(done.returncode)
+"""
+
+
+def test_demo_stop_leaves_the_unmount_to_its_daemon(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """BUG (issue 36): Ctrl-C of `memfs demo` printed `fusermount3: failed to unmount ...:
+    Invalid argument` before "unmounted and removed". The daemon unmounts on SIGTERM by
+    closing its connection first and unmounting after; in between, the mount answers
+    ENOTCONN, and _stop_demo (memfs/app/cli.py) took it for a dead mount and ran
+    `fusermount3 -uz` itself, racing the daemon's unmount: whichever came second failed."""
+    require_fuse()
+    mnt, base = tmp_path / "mnt", tmp_path / "demo-base"
+    mnt.mkdir()
+    base.mkdir()
+    with subprocess.Popen(
+        [sys.executable, "-c", UNMOUNTING_DAEMON, str(mnt)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as daemon:
+        try:
+            assert daemon.stdout is not None
+            assert daemon.stdout.readline() == "ready\n", daemon.communicate(timeout=5)
+            assert in_mountinfo(mnt)
+            assert not os.path.ismount(mnt)  # what the demo saw: ENOTCONN
+
+            def let_it_unmount() -> None:
+                # Once someone else unmounted (the bug), or once the daemon has had its
+                # unmount to itself a while: then it ends, as a real one does at once.
+                wait_until(lambda: not in_mountinfo(mnt), 1.0, "an unmount", must=False)
+                assert daemon.stdin is not None
+                daemon.stdin.write("go\n")
+                daemon.stdin.flush()
+
+            helper = threading.Thread(target=let_it_unmount)
+            helper.start()
+            try:
+                cli._stop_demo(mnt, daemon.pid, base)
+            finally:
+                helper.join()
+            _, daemon_err = daemon.communicate(timeout=STOP_DEADLINE)
+        finally:
+            if daemon.poll() is None:
+                daemon.kill()
+            release_mountpoint(mnt, [])
+    said = capfd.readouterr()
+    assert daemon.returncode == 0, f"the daemon's own unmount failed: {daemon_err}"
+    assert "fusermount3" not in said.err
+    assert said.out == f"\nunmounted and removed {base}\n"
+    assert not in_mountinfo(mnt)
+    assert not base.exists()
