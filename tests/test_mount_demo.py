@@ -22,9 +22,11 @@ from pathlib import Path
 
 import pytest
 from mounting import (
+    MEMFS_SCRIPT,
     MOUNT_DEADLINE,
     MOUNT_MARKS,
     STOP_DEADLINE,
+    TOOL_DEADLINE,
     Sandbox,
     alive,
     in_mountinfo,
@@ -89,6 +91,62 @@ def test_demo_background_mounts_serves_and_umounts(sandbox: Sandbox) -> None:
         assert not alive(pid)
         assert not mnt.parent.exists(), f"the demo's {mnt.parent} outlived its umount"
         assert umount.stdout == f"removed the demo's sample folder {mnt.parent}\n"
+    finally:
+        release_mountpoint(mnt, [pid])
+        shutil.rmtree(mnt.parent, ignore_errors=True)
+
+
+def try_lines(said: str) -> list[str]:
+    """The commands of the demo's "Try:" block, as printed, in order."""
+    block = said.split("Try:\n", 1)[1].split("\n\n", 1)[0]
+    return [line.strip() for line in block.splitlines() if line.strip()]
+
+
+def test_the_demos_try_lines_work_on_its_sample_in_order(sandbox: Sandbox) -> None:
+    """Each command the demo prints runs as printed, in a shell of the user's (whose state
+    folder is not the demo's), and does what its comment says; `memfs log` and `memfs
+    restore` among them (issue 36: `memfs log <project>` said "no changes" before: it
+    read the user's own journal, and a project folder matched no change)."""
+    require_fuse()
+    env = demo_env(sandbox)
+    env["PATH"] = f"{MEMFS_SCRIPT.parent}:{env['PATH']}"  # `memfs`, as the user types it
+    done = subprocess.run(
+        [MEMFS_SCRIPT, "demo", "--background"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=MOUNT_DEADLINE + 10,
+        check=False,
+    )
+    found = DEMO_LINE.search(done.stdout)
+    assert found is not None, (done.stdout, done.stderr)
+    mnt, pid = Path(found[1]), int(found[2])
+    project = mnt / DEMO_SLUG
+    try:
+        testing = (project / "testing.md").read_bytes()
+        said: dict[str, str] = {}
+        for line in try_lines(done.stdout):
+            ran = subprocess.run(
+                ["sh", "-c", line],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=TOOL_DEADLINE,
+                check=False,
+            )
+            assert ran.returncode == 0, (line, ran.stdout, ran.stderr)
+            assert ran.stderr == "", (line, ran.stderr)
+            said[" ".join(line.split()[:2])] = ran.stdout
+        log = said["memfs log"].splitlines()
+        assert [(w.split()[2], w.split()[3]) for w in log] == [
+            ("write", f"{DEMO_SLUG}/testing.md"),
+            ("create", f"{DEMO_SLUG}/handoff-me_20261130.md"),
+        ], log
+        assert said["memfs restore"].startswith(
+            f"restored {DEMO_SLUG}/testing.md from .history/testing.md/personal@"
+        )
+        assert (project / "testing.md").read_bytes() == testing  # as before the edit
+        assert len(os.listdir(project / ".history" / "testing.md")) == 2  # the edit kept too
     finally:
         release_mountpoint(mnt, [pid])
         shutil.rmtree(mnt.parent, ignore_errors=True)

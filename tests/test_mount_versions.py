@@ -178,6 +178,13 @@ def test_log_names_the_process_of_each_change(sandbox: Sandbox, mounts: Mounts) 
     assert text.stdout.count("\n") == 1, text.stdout
     assert "unlink" in text.stdout
     assert "by rm[" in text.stdout
+    # A project folder is a folder in the mount too: all of its changes (issue 36).
+    whole = sandbox.memfs("log", mnt)
+    assert whole.returncode == 0, whole.stderr
+    assert whole.stdout.count("\n") == len(changes), whole.stdout
+    folder = sandbox.memfs("restore", mnt)
+    assert folder.returncode == 2
+    assert f"{mnt} is a project folder; name a file in it" in folder.stderr
     journal = sandbox.state_dir / "journal.jsonl"
     assert journal.stat().st_mode & 0o777 == 0o600
     assert b"by python" not in journal.read_bytes()  # names and sizes, never content

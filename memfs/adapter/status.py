@@ -115,6 +115,7 @@ def _report(ops: Reporting) -> dict[str, Any]:
     return {
         "mountpoint": str(ops.mountpoint),
         "pid": os.getpid(),
+        "state_dir": str(ops.config.state_dir),  # its journal, for `memfs log PATH`
         "sources": [{"name": s.name, "path": s.template, "own": s.own} for s in ops.config.sources],
         "projects_listed": len(ops.catalog.slugs()) if ops.catalog.listed else 0,
         "projects_loaded": len(projects),

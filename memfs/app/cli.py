@@ -423,6 +423,9 @@ def _demo_text(mnt: Path, home: Path, project: Path, own: Path, pid: int) -> str
         f"  ls -R {project}/.history         # every other version\n"
         f"  echo 'Next: canary checks' > {project}/handoff-me_20261130.md\n"
         f"  ls {own}          # the write landed in the own account\n"
+        f"  echo 'make test-fast for a quick run' >> {project}/testing.md\n"
+        f"  memfs log {project}          # every change through the mount, and by whom\n"
+        f"  memfs restore {project}/testing.md   # the version before the edit, back\n"
         f"  memfs status {mnt}\n"
     )
 
