@@ -247,6 +247,19 @@ async def test_getattr_of_preamble_is_the_size_an_open_reads(sample: Sample) -> 
     assert attrs.st_mtime_ns == at(40)
 
 
+async def test_preamble_of_a_project_with_no_memory_shows_the_mounts_start(
+    sample: Sample,
+) -> None:
+    # Issue 36: it drew on nothing and showed 1970, so mtime ranking put it oldest of all.
+    ops = sample.ops
+    for name in ("PREAMBLE.md", "PREAMBLE-600.md"):
+        found = await walk(ops, f"-home-a-brand-new/{name}")
+        assert found.st_mtime_ns == ops.started_ns, name
+        assert (await ops.getattr(found.st_ino, CTX)).st_mtime_ns == ops.started_ns, name
+    # One that draws on files keeps the newest of them, however old (§4).
+    assert (await walk(ops, f"{CLAUDE_SLUG}/PREAMBLE.md")).st_mtime_ns == at(40) < ops.started_ns
+
+
 async def test_getattr_of_memory_md_is_the_union_length(sample: Sample) -> None:
     ops = sample.ops
     found = await walk(ops, f"{CLAUDE_SLUG}/MEMORY.md")

@@ -15,6 +15,7 @@ from fakes import FakeContext
 from helpers import (
     CTX,
     Sample,
+    at,
     build,
     cat,
     fuse_errno,
@@ -30,6 +31,8 @@ from memfs.disk import config as cfg
 from memfs.disk import sources, state
 
 pytestmark = [pytest.mark.trio, pytest.mark.usefixtures("readdir_reply")]
+
+KINDS = ("claude", "codex", "gemini")
 
 
 def _with_tools(sample: Sample) -> Sample:
@@ -133,6 +136,26 @@ async def test_tools_not_installed_list_empty_and_cost_no_bytes(sample: Sample) 
     body = await cat(sample.ops, (await walk(sample.ops, "global/PREAMBLE.md")).st_ino)
     assert b"(none yet)" in body
     assert b"global/codex\n" not in body
+
+
+async def test_preambles_of_kinds_with_no_memory_show_the_mounts_start(sample: Sample) -> None:
+    # Issue 36: a kind's PREAMBLE.md drew on nothing and showed 1970.
+    ops = sample.ops
+    for path in ("global/PREAMBLE.md", *(f"global/{k}/PREAMBLE.md" for k in KINDS)):
+        assert (await walk(ops, path)).st_mtime_ns == ops.started_ns, path
+
+
+async def test_global_preamble_shows_the_newest_mtime_it_draws_on(sample: Sample) -> None:
+    """As a project's PREAMBLE.md (§4): the newest of the kinds', not the mount's start when
+    every file is older."""
+    home = sample.home.home
+    write(home / ".claude" / "CLAUDE.md", "own user memory\n", at(9))
+    write(home / ".gemini" / "GEMINI.md", "gemini user memory\n", at(8))
+    ops = build(sample.home, sample.mnt)
+    assert (await walk(ops, "global/claude/PREAMBLE.md")).st_mtime_ns == at(9)
+    assert (await walk(ops, "global/gemini/PREAMBLE.md")).st_mtime_ns == at(8)
+    assert (await walk(ops, "global/PREAMBLE.md")).st_mtime_ns == at(9) < ops.started_ns
+    assert (await walk(ops, "global/codex/PREAMBLE.md")).st_mtime_ns == ops.started_ns
 
 
 @pytest.mark.parametrize(("name", "budget"), [("PREAMBLE.md", 8192), ("PREAMBLE-600.md", 600)])

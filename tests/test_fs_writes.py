@@ -1750,3 +1750,40 @@ async def test_a_name_memfs_uses_for_temp_files_is_refused_or_kept(sample: Sampl
     assert (sample.own / name).read_bytes() == b"keep me\n"
     rescan(ops)
     assert (await ops.lookup(project.st_ino, name.encode(), CTX)).st_size == 8
+
+
+# Each spelling names.py reads as a conflict copy of `notes.md` (§5.1): Syncthing's (with
+# and without the device id older releases left out), Dropbox's, Nextcloud's, old ownCloud's.
+CONFLICT_COPIES = [
+    "notes.sync-conflict-20240101-120000-ABCDEFG.md",
+    "notes.sync-conflict-20240101-120000.md",
+    "notes (Ann's conflicted copy 2024-01-01).md",
+    "notes (conflicted copy 2024-01-01 120000).md",
+    "notes_conflict-20240101-120000.md",
+]
+
+
+@pytest.mark.usefixtures("readdir_reply")
+@pytest.mark.parametrize("name", CONFLICT_COPIES)
+async def test_a_file_named_like_a_conflict_copy_is_refused(
+    sample: Sample, notes: Path, name: str
+) -> None:
+    # Failed before its fix (issue 36): the create was accepted and the name then gave
+    # ENOENT, since the view shows a conflict copy only under .history/<original>/.
+    ops = sample.ops
+    project = await walk(ops, CLAUDE_SLUG)
+    flags = os.O_WRONLY | os.O_CREAT
+    made = ops.create(project.st_ino, name.encode(), 0o100644, flags, CTX)
+    assert await refused(ops, made) == errno.EINVAL
+    assert await refused(ops, rename_call(ops, "notes.md", name)) == errno.EINVAL
+    # A created file not yet committed is renamed by another path (its stage moves along).
+    fh, _ = await create(ops, "draft.md")
+    assert await refused(ops, rename_call(ops, "draft.md", name)) == errno.EINVAL
+    await close(ops, fh)
+    assert not (sample.own / name).exists()
+    assert (sample.own / "notes.md").read_bytes() == NOTES.encode()
+    assert (sample.own / "draft.md").read_bytes() == b""
+    # Only files are conflict copies: a folder of such a name is an ordinary folder.
+    await ok(ops, ops.mkdir(project.st_ino, name.encode(), 0o755, CTX))
+    assert name in await names(ops, "")
+    assert (sample.own / name).is_dir()

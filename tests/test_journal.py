@@ -141,3 +141,13 @@ def test_hidden_lines_over_time(tmp_path: Path) -> None:
     assert db.hidden_under("-p", "MEMORY.md", ".history/MEMORY.md/c@1.md") == {"old"}
     assert db.hidden_under("-p", "MEMORY.md", ".history/MEMORY.md/c@2.md") == {"old", "b"}
     assert db.hidden_under("-p", "MEMORY.md", ".history/MEMORY.md/c@9.md") is None
+
+
+def test_a_name_that_is_no_utf8_is_journaled_and_read_back(tmp_path: Path) -> None:
+    # stress-ng's filename stressor: names of any bytes but '/' and NUL. SQLite's text
+    # cannot hold them; the change must never fail for its journal.
+    odd = os.fsdecode(b"a\xff\xfe.md")
+    journal.record(tmp_path, Change("-p", odd, "create", to=odd, comm=odd))
+    (found,) = journal.read(tmp_path, project="-p")
+    assert (found.path, found.to, found.comm) == (odd, odd, odd)
+    assert "a\\udcff\\udcfe.md" in journal.render(found)

@@ -16,14 +16,17 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 from mounting import (
+    MEMFS_SCRIPT,
     MOUNT_DEADLINE,
     MOUNT_MARKS,
     STOP_DEADLINE,
+    TOOL_DEADLINE,
     Sandbox,
     alive,
     in_mountinfo,
@@ -32,6 +35,8 @@ from mounting import (
     slug_of,
     wait_until,
 )
+
+from memfs.app import cli
 
 pytestmark = MOUNT_MARKS
 
@@ -91,6 +96,62 @@ def test_demo_background_mounts_serves_and_umounts(sandbox: Sandbox) -> None:
         shutil.rmtree(mnt.parent, ignore_errors=True)
 
 
+def try_lines(said: str) -> list[str]:
+    """The commands of the demo's "Try:" block, as printed, in order."""
+    block = said.split("Try:\n", 1)[1].split("\n\n", 1)[0]
+    return [line.strip() for line in block.splitlines() if line.strip()]
+
+
+def test_the_demos_try_lines_work_on_its_sample_in_order(sandbox: Sandbox) -> None:
+    """Each command the demo prints runs as printed, in a shell of the user's (whose state
+    folder is not the demo's), and does what its comment says; `memfs log` and `memfs
+    restore` among them (issue 36: `memfs log <project>` said "no changes" before: it
+    read the user's own journal, and a project folder matched no change)."""
+    require_fuse()
+    env = demo_env(sandbox)
+    env["PATH"] = f"{MEMFS_SCRIPT.parent}:{env['PATH']}"  # `memfs`, as the user types it
+    done = subprocess.run(
+        [MEMFS_SCRIPT, "demo", "--background"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=MOUNT_DEADLINE + 10,
+        check=False,
+    )
+    found = DEMO_LINE.search(done.stdout)
+    assert found is not None, (done.stdout, done.stderr)
+    mnt, pid = Path(found[1]), int(found[2])
+    project = mnt / DEMO_SLUG
+    try:
+        testing = (project / "testing.md").read_bytes()
+        said: dict[str, str] = {}
+        for line in try_lines(done.stdout):
+            ran = subprocess.run(
+                ["sh", "-c", line],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=TOOL_DEADLINE,
+                check=False,
+            )
+            assert ran.returncode == 0, (line, ran.stdout, ran.stderr)
+            assert ran.stderr == "", (line, ran.stderr)
+            said[" ".join(line.split()[:2])] = ran.stdout
+        log = said["memfs log"].splitlines()
+        assert [(w.split()[2], w.split()[3]) for w in log] == [
+            ("write", f"{DEMO_SLUG}/testing.md"),
+            ("create", f"{DEMO_SLUG}/handoff-me_20261130.md"),
+        ], log
+        assert said["memfs restore"].startswith(
+            f"restored {DEMO_SLUG}/testing.md from .history/testing.md/personal@"
+        )
+        assert (project / "testing.md").read_bytes() == testing  # as before the edit
+        assert len(os.listdir(project / ".history" / "testing.md")) == 2  # the edit kept too
+    finally:
+        release_mountpoint(mnt, [pid])
+        shutil.rmtree(mnt.parent, ignore_errors=True)
+
+
 def read_until(proc: subprocess.Popen[bytes], marker: bytes, timeout: float) -> bytes:
     """Read ``proc``'s stdout until ``marker`` shows, under a deadline."""
     assert proc.stdout is not None
@@ -134,6 +195,7 @@ def test_demo_foreground_cleans_up_on_ctrl_c(sandbox: Sandbox) -> None:
         rest, _ = proc.communicate(timeout=STOP_DEADLINE + 5)
         assert proc.returncode == 0, (sandbox.base / "demo.err").read_text()
         assert f"unmounted and removed {mnt.parent}" in rest.decode()
+        assert "fusermount3" not in (sandbox.base / "demo.err").read_text()
         assert not in_mountinfo(mnt)
         assert not mnt.parent.exists()
         wait_until(lambda: not alive(pid), STOP_DEADLINE, "the demo daemon exits")
@@ -244,3 +306,76 @@ def test_demo_closed_terminal_cleans_up(sandbox: Sandbox, signum: signal.Signals
         if mnt is not None:
             release_mountpoint(mnt, [pid] if pid else [])
             shutil.rmtree(mnt.parent, ignore_errors=True)
+
+
+# Stands in for the demo's daemon in its last moment, as libfuse ends it: the connection
+# closed first (the mount is dead: everything in it answers ENOTCONN, its root included),
+# the unmount after. Here the two are apart until the test says so: it mounts, closes the
+# connection, waits for SIGTERM and the test's word, then unmounts and exits with
+# fusermount3's status.
+UNMOUNTING_DAEMON = """\
+import signal, subprocess, sys
+import pyfuse3
+mnt = sys.argv[1]
+pyfuse3.init(pyfuse3.Operations(), mnt, {"fsname=fake-demo"})
+pyfuse3.close(unmount=False)
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+print("ready", flush=True)
+signal.sigwait({signal.SIGTERM})
+sys.stdin.readline()
+done = subprocess.run(["fusermount3", "-uz", mnt], capture_output=True, text=True)
+sys.stderr.write(done.stderr)
+sys.exit(done.returncode)
+"""
+
+
+def test_demo_stop_leaves_the_unmount_to_its_daemon(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """BUG (issue 36): Ctrl-C of `memfs demo` printed `fusermount3: failed to unmount ...:
+    Invalid argument` before "unmounted and removed". The daemon unmounts on SIGTERM by
+    closing its connection first and unmounting after; in between, the mount answers
+    ENOTCONN, and _stop_demo (memfs/app/cli.py) took it for a dead mount and ran
+    `fusermount3 -uz` itself, racing the daemon's unmount: whichever came second failed."""
+    require_fuse()
+    mnt, base = tmp_path / "mnt", tmp_path / "demo-base"
+    mnt.mkdir()
+    base.mkdir()
+    with subprocess.Popen(
+        [sys.executable, "-c", UNMOUNTING_DAEMON, str(mnt)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as daemon:
+        try:
+            assert daemon.stdout is not None
+            assert daemon.stdout.readline() == "ready\n", daemon.communicate(timeout=5)
+            assert in_mountinfo(mnt)
+            assert not os.path.ismount(mnt)  # what the demo saw: ENOTCONN
+
+            def let_it_unmount() -> None:
+                # Once someone else unmounted (the bug), or once the daemon has had its
+                # unmount to itself a while: then it ends, as a real one does at once.
+                wait_until(lambda: not in_mountinfo(mnt), 1.0, "an unmount", must=False)
+                assert daemon.stdin is not None
+                daemon.stdin.write("go\n")
+                daemon.stdin.flush()
+
+            helper = threading.Thread(target=let_it_unmount)
+            helper.start()
+            try:
+                cli._stop_demo(mnt, daemon.pid, base)
+            finally:
+                helper.join()
+            _, daemon_err = daemon.communicate(timeout=STOP_DEADLINE)
+        finally:
+            if daemon.poll() is None:
+                daemon.kill()
+            release_mountpoint(mnt, [])
+    said = capfd.readouterr()
+    assert daemon.returncode == 0, f"the daemon's own unmount failed: {daemon_err}"
+    assert "fusermount3" not in said.err
+    assert said.out == f"\nunmounted and removed {base}\n"
+    assert not in_mountinfo(mnt)
+    assert not base.exists()

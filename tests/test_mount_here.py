@@ -70,6 +70,9 @@ def test_here_in_a_project_with_no_memory_anywhere(sandbox: Sandbox, mounts: Mou
     preamble = sandbox.out("cat", here / "PREAMBLE.md", cwd=deep)
     assert b"No memory for this project yet" in preamble
     assert b"lands in" in preamble  # and where a write goes
+    # It draws on no file: it shows the mount's start, as the root does, not 1970 (issue 36).
+    shown = sandbox.out("stat", "-c", "%Y", here / "PREAMBLE.md", cwd=deep)
+    assert int(shown) == os.stat(sandbox.mountpoint).st_mtime_ns // 10**9 > 0
     assert sandbox.out("ls", "-A", here / ".", cwd=deep).split() == [b"PREAMBLE.md"]
     sandbox.out("mkdir", "-p", here / ".", cwd=deep)
     assert slug.encode() not in sandbox.out("ls", sandbox.mountpoint)

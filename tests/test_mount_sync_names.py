@@ -125,3 +125,28 @@ def test_sync_tool_files_that_appear_while_mounted(sandbox: Sandbox, mounts: Mou
     (root / other / "memory").mkdir(parents=True)
     wait_until(lambda: other in listing(sandbox.mountpoint), SOON * 5, "the new project")
     assert listing(sandbox.mountpoint) == {"global", "here", SLUG, other}
+
+
+def test_a_conflict_copy_name_written_through_the_mount_is_refused(
+    sandbox: Sandbox, mounts: Mounts
+) -> None:
+    """Issue 36: `echo x > a.sync-conflict-<date>-<time>-<dev>.md` was accepted, then the
+    name gave ENOENT: the view shows a conflict copy only under .history/<original>/. A
+    writer gets EINVAL at once instead, as for the other names no view shows (§5.1)."""
+    work = build(sandbox)
+    own = sandbox.folder("personal", SLUG)
+    mounts()
+    project = sandbox.mnt(SLUG)
+    mine = "notes.sync-conflict-20240101-120000-ABCDEFG.md"
+    for name in (mine, "notes (conflicted copy 2024-01-01 120000).md"):
+        done = sandbox.run("sh", "-c", f"echo x > '{project / name}'", check=False)
+        assert done.returncode != 0, name
+        assert b"Invalid argument" in done.stderr, done.stderr
+        assert not (own / name).exists(), name
+    (project / "draft.md").write_bytes(b"draft\n")
+    assert errno_of(os.rename, project / "draft.md", project / mine) == errno.EINVAL
+    assert read(project / "draft.md") == b"draft\n"
+    assert mine not in listing(project)
+    # The real conflict copy is still the one version of notes.md under .history/.
+    stamp = history_stamp(os.stat(work / CONFLICT).st_mtime_ns)
+    assert listing(project / ".history" / "notes.md") == {f"work@{stamp}.md"}

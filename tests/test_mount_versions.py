@@ -178,9 +178,17 @@ def test_log_names_the_process_of_each_change(sandbox: Sandbox, mounts: Mounts) 
     assert text.stdout.count("\n") == 1, text.stdout
     assert "unlink" in text.stdout
     assert "by rm[" in text.stdout
-    journal = sandbox.state_dir / "journal.jsonl"
-    assert journal.stat().st_mode & 0o777 == 0o600
-    assert b"by python" not in journal.read_bytes()  # names and sizes, never content
+    # A project folder is a folder in the mount too: all of its changes (issue 36).
+    whole = sandbox.memfs("log", mnt)
+    assert whole.returncode == 0, whole.stderr
+    assert whole.stdout.count("\n") == len(changes), whole.stdout
+    folder = sandbox.memfs("restore", mnt)
+    assert folder.returncode == 2
+    assert f"{mnt} is a project folder; name a file in it" in folder.stderr
+    for name in ("memfs.db", "memfs.db-wal"):  # the store holding the journal
+        held = sandbox.state_dir / name
+        assert held.stat().st_mode & 0o777 == 0o600
+        assert b"by python" not in held.read_bytes()  # names and sizes, never content
 
 
 def test_writers_swap_and_backup_files_keep_no_versions(sandbox: Sandbox, mounts: Mounts) -> None:

@@ -407,6 +407,21 @@ def test_render_leaves_out_absent_sections() -> None:
     assert only_more.endswith("## Other files\n\n\u2026 +3 more\n".encode())
 
 
+@pytest.mark.parametrize(
+    "body",
+    [b"", b"\n", b"\n \n\t\n", b"<!-- pi copy of MEMORY.md -->\n\n"],
+    ids=["0 bytes", "a newline", "blank lines", "a drift header only"],
+)
+def test_an_index_without_a_line_gets_no_section(body: bytes) -> None:
+    # Issue 36: a 0-byte own MEMORY.md gave an empty "## Index: MEMORY.md" section.
+    inp = dataclasses.replace(full_input(), index=doc("MEMORY.md", body))
+    out = render(inp, budget=8192, file_cap=4096)
+    assert b"MEMORY.md" not in out
+    whole = render(full_input(), budget=8192, file_cap=4096)
+    index = b"\n## Index: MEMORY.md\n\n- [Build](build.md) how to build\n"
+    assert out == whole.replace(index, b"")
+
+
 def test_render_names_in_one_line() -> None:
     # A newline in a name must not open a section of its own.
     inp = preamble_input(newest=(doc("evil\n## Handoff: x.md", "body\n"),))
@@ -873,6 +888,28 @@ def test_every_cut_has_its_marker(inp: PreambleInput, budget: int, cap: int) -> 
     assert seen | left_out <= set(docs)
 
 
+# Indexes that hold no line: nothing, or blank lines after an importer's drift header.
+no_lines = st.tuples(
+    st.sampled_from([b"", b"<!-- pi copy -->\n", b"<!-- memfs import\nof MEMORY.md -->\n"]),
+    st.text(alphabet=" \t\r\n\x0b\x0c", max_size=30).map(str.encode),
+).map(b"".join)
+
+
+@given(inputs(any_bodies), no_lines, budgets, caps)
+@PROPS
+def test_no_section_of_an_index_without_a_line(
+    inp: PreambleInput, body: bytes, budget: int, cap: int
+) -> None:
+    # Neither a section nor, as MEMORY.md never is, an index line: nothing of such an index
+    # shows, whatever the budget, and the rest is as if there were no index at all.
+    out = render(
+        dataclasses.replace(inp, index=doc("MEMORY.md", body)), budget=budget, file_cap=cap
+    )
+    assert b"## Index:" not in out
+    assert b"[left out: MEMORY.md" not in out
+    assert out == render(dataclasses.replace(inp, index=None), budget=budget, file_cap=cap)
+
+
 def check_heading(label: str, named: str, d: Doc) -> None:
     """The heading names the file, and the handoff its source and time; marks are shown."""
     safe = dataclasses.replace(
@@ -1120,6 +1157,13 @@ def test_memory_within_claude_codes_limit(fh: FakeHome) -> None:
     assert project.documents.memory_over_limit() is None
     assert b"longer than Claude Code loads" not in project.preamble(MOUNT_AT, NOW)
     assert load_project(fh.config(), "-no-such-project").documents.memory_over_limit() is None
+
+
+def test_an_empty_own_memory_md_gets_no_section(fh: FakeHome) -> None:
+    write(fh.memory(".claude") / "MEMORY.md", b"", at(3))
+    write(fh.memory(".claude") / "notes.md", "notes\n", at(2))
+    text = load_project(fh.config()).preamble(MOUNT_AT, NOW)
+    assert sections(text) == [b"Recent: notes.md"]
 
 
 def test_files_that_are_not_text_are_indexed_not_inlined(fh: FakeHome) -> None:

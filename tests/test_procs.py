@@ -10,9 +10,26 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from mounting import wait_until
 
 from memfs.app.mount import busy_message
 from memfs.disk import procs
+
+EXEC_DEADLINE = 10.0  # seconds for a child to exec its command
+
+
+def start_sleep(cwd: Path | None = None) -> subprocess.Popen[bytes]:
+    """A `sleep 600`, returned once it runs `sleep`: until the child has exec'd it,
+    /proc/<pid>/comm still names the interpreter that forked it (`python`)."""
+    child = subprocess.Popen(["sleep", "600"], cwd=cwd, stdin=subprocess.DEVNULL)
+    comm = Path(f"/proc/{child.pid}/comm")
+    try:
+        wait_until(lambda: comm.read_text().strip() == "sleep", EXEC_DEADLINE, "it execs sleep")
+    except BaseException:
+        child.kill()
+        child.wait()
+        raise
+    return child
 
 
 @pytest.fixture
@@ -20,7 +37,7 @@ def sleeper(tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
     """A `sleep` whose working folder is ``tmp_path/in/deep``."""
     deep = tmp_path / "in" / "deep"
     deep.mkdir(parents=True)
-    child = subprocess.Popen(["sleep", "600"], cwd=deep, stdin=subprocess.DEVNULL)
+    child = start_sleep(deep)
     try:
         yield child
     finally:
@@ -71,7 +88,7 @@ def test_the_busy_message_is_one_line_with_who_and_the_fix() -> None:
 
 def test_a_process_names_its_command_and_none_once_gone() -> None:
     """What `memfs log` shows of a change's process: its command name, '?' once gone."""
-    with subprocess.Popen(["sleep", "600"], stdin=subprocess.DEVNULL) as child:
+    with start_sleep() as child:
         try:
             assert procs.tgid(child.pid) == child.pid
             assert procs.command_name(child.pid) == "sleep"

@@ -148,6 +148,19 @@ def test_scan_reports_stage_files_by_name(memory: Path) -> None:
     assert all(why == "in flight: memfs stage file" for _, why in result.by_name)
 
 
+def test_scan_leaves_this_processs_own_stages_alone(memory: Path) -> None:
+    # Its writers' handles know them (`memfs status` asks those), and the watcher skips
+    # their events: a record of one here would outlive it (issue 36).
+    write(memory / "a.md", "a")
+    write(memory / f"{sources.OWN_STAGE_PREFIX}0123abcd", "half-written")
+    write(memory / f"{sources.OWN_MARK_PREFIX}0123abcd", "")
+    write(memory / f"{STAGE_PREFIX}adopt-0123", "another process's")
+    result = scan(memory)
+    assert [f.path for f in result.files] == ["a.md"]
+    assert [f.path for f, _ in result.by_name] == [f"{STAGE_PREFIX}adopt-0123"]
+    assert result.left_out == []
+
+
 def test_scan_reports_temp_and_tool_files_by_name(memory: Path) -> None:
     write(memory / "notes.md", "notes")
     write(memory / ".syncthing.notes.md.tmp", b"\0" * 64)

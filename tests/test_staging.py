@@ -66,6 +66,20 @@ def open_stage(
     return stage
 
 
+def test_a_stage_says_whether_its_temp_file_is_on_disk(place: Place, stages: list[Stage]) -> None:
+    folder = folder_of(place)
+    stage = open_stage(stages, place, "a.md", copy=False)
+    assert stage.on_disk()
+    stage.write(0, b"x")
+    stage.commit()
+    assert not stage.on_disk()  # committed: no temp file any more, the target is the file
+    again = open_stage(stages, place, "b.md", copy=False)
+    (folder / again.temp).unlink()  # by hand, in the source
+    assert not again.on_disk()
+    again.abort()
+    assert not again.on_disk()
+
+
 def test_place() -> None:
     place = Place(Path("/r"), ("a",))
     assert place.below("b", "c") == Place(Path("/r"), ("a", "b", "c"))

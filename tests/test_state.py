@@ -19,6 +19,7 @@ from memfs.disk import state
 from memfs.view import adopt
 
 UMASKS = [0o022, 0o000, 0o077]
+NOBODY = 65534  # a user id no test runs as
 
 
 @pytest.fixture(params=UMASKS, ids=[f"umask{u:03o}" for u in UMASKS])
@@ -116,6 +117,73 @@ def test_make_private_creates_a_missing_folder(tmp_path: Path, umask: int) -> No
     state_dir = tmp_path / "state" / "memfs"
     state.make_private(state_dir)
     assert modes(state_dir) == {".": 0o700}
+
+
+def test_the_folders_made_above_it_are_private_and_the_others_untouched(
+    tmp_path: Path, umask: int
+) -> None:
+    # Issue 36: under umask 000 `mkdir -p` left ~/.local and ~/.local/state 0777.
+    home = tmp_path / "home"
+    home.mkdir()
+    home.chmod(0o755)
+    state_dir = home / ".local" / "state" / "memfs"
+    state.make_private(state_dir)
+    assert modes(home) == {
+        ".": 0o755,  # there already: never memfs's to change
+        ".local": 0o700,
+        ".local/state": 0o700,
+        ".local/state/memfs": 0o700,
+    }
+
+
+def test_a_folder_above_it_that_was_there_keeps_its_mode(tmp_path: Path, umask: int) -> None:
+    local = tmp_path / ".local"
+    local.mkdir()
+    local.chmod(0o751)
+    state.make_private(local / "state" / "memfs")
+    assert modes(local) == {".": 0o751, "state": 0o700, "state/memfs": 0o700}
+
+
+@pytest.mark.parametrize("loose", [0o777, 0o770, 0o702, 0o720], ids=lambda m: f"{m:04o}")
+def test_a_state_folder_others_may_write_is_refused_not_narrowed(
+    tmp_path: Path, loose: int
+) -> None:
+    state_dir = tmp_path / "memfs"
+    state_dir.mkdir()
+    (state_dir / "memfs.log").write_text("whoever put this here\n")
+    state_dir.chmod(loose)
+    with pytest.raises(state.StateError) as refused:
+        state.make_private(state_dir)
+    line = str(refused.value)
+    assert "\n" not in line
+    assert f"{state_dir} is writable by" in line
+    assert f"(mode {loose:04o})" in line
+    assert line.endswith(f"then run 'chmod 700 {state_dir}'")
+    assert mode(state_dir) == loose  # refused, not narrowed: its files stay for the user
+
+
+def test_a_state_folder_only_others_may_read_is_narrowed(tmp_path: Path) -> None:
+    state_dir = tmp_path / "memfs"
+    state_dir.mkdir()
+    state_dir.chmod(0o755)
+    state.make_private(state_dir)
+    assert mode(state_dir) == 0o700
+
+
+def test_a_state_folder_of_another_user_is_refused(tmp_path: Path) -> None:
+    if os.geteuid() == 0:
+        state_dir = tmp_path / "memfs"
+        state_dir.mkdir(mode=0o700)
+        os.chown(state_dir, NOBODY, NOBODY)
+    else:
+        state_dir = Path("/")  # root's: another user's for anyone running this
+    before = os.stat(state_dir)
+    with pytest.raises(state.StateError) as refused:
+        state.make_private(state_dir)
+    assert f"{state_dir} belongs to another user (uid {before.st_uid})" in str(refused.value)
+    assert "XDG_STATE_HOME" in str(refused.value)
+    after = os.stat(state_dir)
+    assert (after.st_mode, after.st_uid) == (before.st_mode, before.st_uid)
 
 
 def test_an_adopt_list_is_private(tmp_path: Path, umask: int) -> None:

@@ -124,7 +124,7 @@ class Shown:
         leaf = leaf_of(project, path)
         if leaf is None:
             return self._not_a_file(ino, key, project)
-        mtime = project.mtime_ns(leaf)
+        mtime = project.mtime_ns(leaf, drawn_on_nothing=self.started_ns)
         if leaf.kind is Kind.PREAMBLE:
             size = self.preamble_size(ino, project, path)
             if path != PREAMBLE:

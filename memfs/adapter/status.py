@@ -1,8 +1,9 @@
 """`memfs status`: what a running mount reports about itself (§8).
 
-Layer adapter: reads the adapter's state on the trio thread and returns plain JSON-ready
-data, which `fs.MemFS.getxattr` serves as the ``user.memfs.status`` xattr of the root and
-cli.py prints. Must not import pyfuse3 (cli.py reads the name of the xattr from here).
+Layer adapter: reads the adapter's state on the trio thread (its one system call an fstat
+of each writer's stage, `_stages_in_flight`) and returns plain JSON-ready data, which
+`fs.MemFS.getxattr` serves as the ``user.memfs.status`` xattr of the root and cli.py
+prints. Must not import pyfuse3 (cli.py reads the name of the xattr from here).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from memfs.adapter.loading import Projects
 from memfs.adapter.stages import Stages
 from memfs.adapter.writing import OpenFiles
 from memfs.disk.config import Config
+from memfs.rules import names
+from memfs.rules.tree import parent_of
 from memfs.view.catalog import Catalog
 
 STATUS_XATTR = "user.memfs.status"
@@ -81,6 +84,31 @@ def report(ops: Reporting) -> dict[str, Any]:
     return found
 
 
+def _stages_in_flight(ops: Reporting) -> list[dict[str, str]]:
+    """This mount's own stage files (`.memfs-stage.*`, §7.1) that exist now, as left-out
+    files: those of the writers' open handles, each checked by an fstat of the descriptor
+    the stage holds (`Stage.on_disk`), never by reading a folder on this thread (§7a). The
+    project's scans and the watcher leave these names alone, since a record of one would
+    outlive it (the watcher skips their events). A stage a worker is committing or moving
+    right now is left out: its name is changing under it."""
+    own = ops.config.own
+    found = []
+    for f in ops.files:
+        stage = f.stage
+        if stage is None or ops.stages.busy(f) or not stage.on_disk():
+            continue
+        folder = parent_of(f.key[1])[0]
+        found.append(
+            {
+                "project": f.key[0],
+                "source": own.name if own is not None else "",
+                "path": f"{folder}/{stage.temp}" if folder else stage.temp,
+                "why": names.left_out_reason(stage.temp),
+            }
+        )
+    return found
+
+
 def _report(ops: Reporting) -> dict[str, Any]:
     projects = ops.catalog.loaded()
     watcher = ops.projects.watcher
@@ -97,9 +125,12 @@ def _report(ops: Reporting) -> dict[str, Any]:
         "projects_loaded": len(projects),
         "files": sum(len(p.tree) for p in projects.values()),
         "left_out": [
-            {"project": slug, "source": src, "path": path, "why": why}
-            for slug, p in projects.items()
-            for src, path, why in p.counts.left_out
+            *(
+                {"project": slug, "source": src, "path": path, "why": why}
+                for slug, p in projects.items()
+                for src, path, why in p.counts.left_out
+            ),
+            *_stages_in_flight(ops),
         ],
         "requests": (requests := ops.stats.all_requests()),
         "requests_total": sum(requests.values()),

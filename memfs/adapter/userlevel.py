@@ -125,11 +125,13 @@ class GlobalFolder:
             body if len(body) <= share else p.preamble(f, budget=share)
             for p, f, body, share in zip(projects, at, full, shares, strict=True)
         ]
-        mtime = self.shown.started_ns
-        for p in projects:
-            leaf = p.tree.leaf(PREAMBLE)
-            if leaf is not None:
-                mtime = max(mtime, p.mtime_ns(leaf))
+        # As a project's (§4): the newest its kinds' PREAMBLE.md draw on; the mount's start
+        # when no kind has memory yet.
+        leaves = [(p, p.tree.leaf(PREAMBLE)) for p in projects]
+        mtime = max(
+            (p.mtime_ns(leaf) for p, leaf in leaves if leaf is not None),
+            default=self.shown.started_ns,
+        )
         return userpreamble.render(head, parts, budget), mtime
 
     async def attrs(self, ino: int, budget: int) -> pyfuse3.EntryAttributes:

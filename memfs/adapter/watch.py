@@ -526,7 +526,11 @@ class Watcher:
             if mapped is None and waiting is None and not roots:
                 self._hold(wd, mask, name, work)
             return
-        if name.startswith(sources.STAGE_PREFIX):
+        if name.startswith(sources.OWN_STAGE_PREFIX):
+            # This process's own stage files (pwrite by pwrite) and marks: the plans read
+            # back what they change. Any other `.memfs-stage.*` name (a crashed memfs's the
+            # sweep removes, another machine's, `memfs adopt`'s) is read as any left-out file,
+            # so that status stops listing it once it is gone.
             return
         if isinstance(target, Root):
             self._root_event(target, mask, name, work)

@@ -17,23 +17,20 @@ signal handlers set here are the foreground demo's, for the time it waits.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import json
 import logging
 import os
 import shutil
 import signal
-import subprocess
 import sys
-import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
 from memfs import __version__
 from memfs.adapter.status import STATUS_XATTR
-from memfs.disk import config, gemini
+from memfs.disk import config, gemini, state
 from memfs.rules import slug
 from memfs.view import userlevel
 from memfs.view.catalog import Catalog
@@ -159,12 +156,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _is_user_error(exc: Exception) -> bool:
     # Each layer has its own error class carrying one line with the cause and the fix.
-    return isinstance(exc, UserError | config.ConfigError) or type(exc).__name__ in (
-        "MountError",
-        "ServiceError",
-        "AdoptError",
-        "HistoryError",
-    )
+    if isinstance(exc, UserError | config.ConfigError | state.StateError):
+        return True
+    return type(exc).__name__ in ("MountError", "ServiceError", "AdoptError", "HistoryError")
 
 
 def _one_line(exc: Exception) -> str:
@@ -429,21 +423,33 @@ def _demo_text(mnt: Path, home: Path, project: Path, own: Path, pid: int) -> str
         f"  ls -R {project}/.history         # every other version\n"
         f"  echo 'Next: canary checks' > {project}/handoff-me_20261130.md\n"
         f"  ls {own}          # the write landed in the own account\n"
+        f"  echo 'make test-fast for a quick run' >> {project}/testing.md\n"
+        f"  memfs log {project}          # every change through the mount, and by whom\n"
+        f"  memfs restore {project}/testing.md   # the version before the edit, back\n"
         f"  memfs status {mnt}\n"
     )
 
 
 def _stop_demo(mnt: Path, pid: int | None, base: Path) -> None:
+    """Stop the demo's daemon, then remove its folder.
+
+    The daemon unmounts on SIGTERM, so the unmount is its own: libfuse closes the
+    connection first and unmounts after, and in between the mount answers ENOTCONN. A look
+    at the mount then took it for a dead one, and a `fusermount3 -uz` run here raced the
+    daemon's own unmount ("failed to unmount ...: Invalid argument" from the second). So
+    this waits for the daemon to exit, and detaches only what is still mounted after
+    that: the daemon died without unmounting, or did not exit in time.
+    """
     from memfs.app import mount
+    from memfs.app import mountpoint as bare
 
     if pid is not None:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and mount.is_mounted(mnt):
-        time.sleep(0.05)
-    if mount.is_mounted(mnt) or mount.is_stale(mnt):
-        subprocess.run(["fusermount3", "-uz", str(mnt)], check=False)
+        mount.end_daemon(pid)
+    if bare.fuse_connection(mnt) is not None:
+        try:
+            mount.unmount(mnt, lazy=True)
+        except mount.MountError as exc:
+            print(f"memfs: {exc}", file=sys.stderr)
     shutil.rmtree(base, ignore_errors=True)
     print(f"\nunmounted and removed {base}")
 

@@ -3,7 +3,8 @@
 Layer app. `restore` works through a live mount: it reads a version under the project's
 ``.history/`` and writes it to the file's path in the mount, as any writer would, so the
 version it replaces is kept in turn and the journal records it. `log` reads the journal in
-the state folder (disk/journal.py); it needs no mount.
+the state folder (disk/journal.py); it needs no mount. Given a path in a live mount, it
+reads that mount's journal, wherever its state folder is (a demo's is in its own folder).
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ class HistoryError(Exception):
 
 def locate(path: Path) -> tuple[Path, str, str]:
     """(mount root, project slug, path in the project) of ``path`` in a memfs mount; the
-    path need not exist (a removed file's versions are still kept)."""
+    path need not exist (a removed file's versions are still kept). A project folder
+    itself gives the path ''."""
     absolute = Path(os.path.abspath(path))
     for root in [absolute, *absolute.parents]:
         try:
@@ -38,11 +40,11 @@ def locate(path: Path) -> tuple[Path, str, str]:
         except OSError:
             continue
         parts = absolute.relative_to(root).parts
-        if len(parts) < 2:
+        if parts[:1] == (GLOBAL,):  # global/<kind>/...: a project (§4.1)
+            parts = (f"{GLOBAL}/{parts[1]}", *parts[2:]) if len(parts) >= 2 else ()
+        if not parts:
             break
         project, rest = parts[0], "/".join(parts[1:])
-        if project == GLOBAL and len(parts) >= 3:  # global/<kind>/...: a project (§4.1)
-            project, rest = f"{GLOBAL}/{parts[1]}", "/".join(parts[2:])
         if project == HERE:
             project = os.readlink(root / HERE)  # the caller's project, as `here` says
         return root, project, rest
@@ -85,6 +87,8 @@ def restore(path: Path, at: str | None) -> str:
     """Put back the newest kept version of ``path`` (no later than ``at``) through its
     mount; returns what was done, one line."""
     root, project, rel = locate(path)
+    if not rel:
+        raise HistoryError(f"{path} is a project folder; name a file in it")
     if rel == HISTORY or rel.startswith(HISTORY + "/"):
         # A version named directly: `.history/<path>/<name>` goes back to <path>.
         folder, _, name = rel.removeprefix(HISTORY + "/").rpartition("/")
@@ -121,21 +125,34 @@ def restore(path: Path, at: str | None) -> str:
 
 def changes(config: Config, path: Path | None) -> list[journal.Change]:
     """The journal, newest first; only the changes of ``path`` (a file or folder in a mount,
-    or a path within projects) when given."""
-    found = journal.read(config.state_dir)
+    a project folder included, or a path within projects) when given. A path in a live
+    mount reads the journal of that mount's state folder (`mount_state_dir`), else the
+    configuration's."""
     if path is None:
-        return found
+        return journal.read(config.state_dir)
     try:
-        _, project, rel = locate(path)
+        root, project, rel = locate(path)
     except HistoryError:
-        project, rel = "", str(path).strip("/")
+        state_dir, project, rel = config.state_dir, "", str(path).strip("/")
+    else:
+        state_dir = mount_state_dir(root) or config.state_dir
 
     def touches(c: journal.Change) -> bool:
         if project and c.project != project:
             return False
-        return any(p == rel or p.startswith(rel + "/") for p in (c.path, c.to) if p)
+        return not rel or any(p == rel or p.startswith(rel + "/") for p in (c.path, c.to) if p)
 
-    return [c for c in found if touches(c)]
+    return [c for c in journal.read(state_dir) if touches(c)]
+
+
+def mount_state_dir(root: Path) -> Path | None:
+    """The state folder of the memfs serving ``root``, as its status says; None when it
+    does not say (an older memfs)."""
+    try:
+        found = json.loads(os.getxattr(root, STATUS_XATTR)).get("state_dir")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return Path(found) if isinstance(found, str) and found else None
 
 
 def render(found: list[journal.Change], *, as_json: bool, limit: int) -> str:

@@ -600,6 +600,17 @@ def stop(mountpoint: Path, timeout: float = STOP_WAIT, *, lazy: bool = False) ->
     return []
 
 
+def end_daemon(pid: int, timeout: float = STOP_WAIT) -> bool:
+    """SIGTERM a memfs daemon and wait until it has exited: it unmounts on its way out.
+    False if it still runs after ``timeout``."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return not _alive(pid)
+
+
 def _daemon_pid(mountpoint: Path) -> int | None:
     """The pid a live memfs reports in its status; None for anything else mounted there."""
     try:

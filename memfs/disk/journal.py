@@ -65,13 +65,24 @@ def record(state_dir: Path, change: Change) -> None:
     if change.pid:
         change.pid = procs.tgid(change.pid)
         change.comm = change.comm or procs.command_name(change.pid)
-    row = asdict(change)
-    row["to_path"] = row.pop("to")
     try:
         _import_legacy(state_dir)
-        store.of(state_dir).record(row)
+        store.of(state_dir).record(_row(change))
     except (OSError, sqlite3.Error) as exc:
         log.warning("cannot write the change journal: %s", exc)
+    except Exception:  # a journal that cannot take a change never fails the change
+        log.exception("cannot write the change journal")
+
+
+def _row(change: Change) -> dict[str, object]:
+    """``change`` as a row: names as bytes, since a name may hold bytes that are no UTF-8
+    (kept in str by surrogateescape), which SQLite's text cannot hold."""
+    row: dict[str, object] = {}
+    for name, value in asdict(change).items():
+        if isinstance(value, str) and name not in ("what", "way"):
+            value = value.encode("utf-8", "surrogateescape")
+        row["to_path" if name == "to" else name] = value
+    return row
 
 
 def read(state_dir: Path, project: str = "", limit: int = 0) -> list[Change]:
@@ -81,8 +92,12 @@ def read(state_dir: Path, project: str = "", limit: int = 0) -> list[Change]:
     _import_legacy(state_dir)
     names = {f.name for f in fields(Change)}
     found = []
-    for row in store.of(state_dir).journal(project, limit):
+    key = project.encode("utf-8", "surrogateescape") if project else b""
+    for row in store.of(state_dir).journal(key, limit):
         row["to"] = row.pop("to_path")
+        for name, value in row.items():
+            if isinstance(value, bytes):
+                row[name] = value.decode("utf-8", "surrogateescape")
         found.append(Change(**{k: v for k, v in row.items() if k in names}))
     return found
 
@@ -96,9 +111,7 @@ def _import_legacy(state_dir: Path) -> None:
         return
     target = store.of(state_dir)
     for change in _parse(text):
-        row = asdict(change)
-        row["to_path"] = row.pop("to")
-        target.record(row)
+        target.record(_row(change))
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
 

@@ -219,6 +219,10 @@ def _scan_dir(
         return
     for entry in entries:
         name = entry.name
+        if name.startswith(OWN_STAGE_PREFIX):
+            # This process's own stage (or commit mark): the watcher skips its events, so
+            # a record of it here would outlive it; its writer's handle knows it instead.
+            continue
         path = prefix + name
         try:
             st = entry.stat(follow_symlinks=False)

@@ -127,6 +127,17 @@ class Stage:
     def size(self) -> int:
         return os.fstat(self.fd).st_size
 
+    def on_disk(self) -> bool:
+        """Whether its temp file is still there, not committed and not removed (by hand in
+        the source, say): one fstat of the descriptor it holds (a link count), no path
+        looked up, so the request thread may ask (`memfs status`)."""
+        if not self.temp or self.fd < 0:
+            return False
+        try:
+            return os.fstat(self.fd).st_nlink > 0
+        except OSError:
+            return False
+
     def forget_temp(self) -> None:
         """Its name was unlinked while open: the temp file goes now, its descriptor keeps
         the bytes for the writer, and it never commits."""

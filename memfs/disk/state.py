@@ -3,9 +3,12 @@ save hid, per project; the log.
 
 Role: the one reader and writer of the state folder (§3), never a source. State files
 are written only through staging.replace, so a crash never leaves a half-written one.
-The folder is private to its user whatever the umask: folders 0700, files 0600. It names
-the user's projects (the log) and the files they deleted (whiteouts), which no other local
-user may read; `make_private` narrows what an older memfs left looser.
+The folder is private to its user whatever the umask: folders 0700, files 0600, and so
+are the folders memfs makes above it (``~/.local``, ``~/.local/state``), never one that was
+there already. It names the user's projects (the log) and the files they deleted
+(whiteouts), which no other local user may read; `make_private` narrows what an older memfs
+left readable, and refuses a state folder another user owns or could write to
+(`StateError`): what lies in it may not be memfs's own.
 Layer disk (its package says what it may import). Threading: every call
 does disk I/O (a save fsyncs twice), so while serving it runs in a worker thread: saves as
 the `SaveWhiteouts` step of a plan (steps.apply), and the hidden lines by the step that
@@ -19,6 +22,7 @@ import hashlib
 import json
 import logging
 import os
+import shlex
 import stat
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -42,6 +46,10 @@ LOG_NAME = "memfs.log"
 NAME_MAX = 255  # bytes of a file name
 
 
+class StateError(Exception):
+    """A state folder memfs must not use: one line naming the cause and the fix."""
+
+
 def make_private(state_dir: Path) -> None:
     """Create the state folder, or narrow an existing one: every folder of the tree this
     user owns to 0700, every regular file to 0600. Run at mount start, before anything is
@@ -50,8 +58,13 @@ def make_private(state_dir: Path) -> None:
     The top is narrowed first: from then on no other user can reach, nor swap, what lies
     below while the walk narrows it. Links are never followed below the top, and what
     another user owns is left alone (not ours to change, and chmod would fail anyway).
+
+    Raises:
+        StateError: the folder is another user's, or others may write to it
+            (`check_usable`); nothing is changed then.
     """
     try:
+        check_usable(state_dir)
         private_folder(state_dir)
     except OSError as exc:  # a read-only home, say: the first save will say so again
         log.warning("cannot make the state folder %s: %s", state_dir, exc)
@@ -63,19 +76,74 @@ def make_private(state_dir: Path) -> None:
             _narrow(os.path.join(top, name), FILE_MODE, stat.S_ISREG)
 
 
+def check_usable(state_dir: Path) -> None:
+    """Refuse a state folder that is not this user's alone to write: another user's (who
+    could read and change memfs's state), or one group or others may write to (anyone
+    could have put files in it). Readable by others only, it is narrowed instead
+    (`make_private`): nothing in it came from anyone else. A missing one is fine.
+
+    Raises:
+        StateError: with the cause and the fix, in one line.
+    """
+    try:
+        st = os.stat(state_dir)  # followed: the state folder may be a link the user made
+    except FileNotFoundError:
+        return
+    if not stat.S_ISDIR(st.st_mode):
+        raise StateError(
+            f"the state folder {state_dir} is not a folder; move it away, or set "
+            "XDG_STATE_HOME to a folder of yours"
+        )
+    if st.st_uid != os.geteuid():
+        raise StateError(
+            f"the state folder {state_dir} belongs to another user (uid {st.st_uid}), who "
+            "could read and change memfs's state; remove it (as that user or root), or set "
+            "XDG_STATE_HOME to a folder of yours"
+        )
+    mode = stat.S_IMODE(st.st_mode)
+    writers = [who for bit, who in _WRITERS if mode & bit]
+    if writers:
+        raise StateError(
+            f"the state folder {state_dir} is writable by {' and '.join(writers)} (mode "
+            f"{mode:04o}), so what it holds may not be memfs's; check it, then run "
+            f"'chmod 700 {shlex.quote(str(state_dir))}'"
+        )
+
+
+_WRITERS = ((stat.S_IWGRP, "its group"), (stat.S_IWOTH, "others"))
+
+
 def private_folder(state_dir: Path, *names: str) -> Path:
     """``state_dir/names...``, each folder made (or narrowed to) 0700; returns the path.
+    The folders above the state folder that it makes are 0700 too (`_make_parents`).
 
     The state folder itself may be a link the user made (a state home kept elsewhere): it
     is followed; below it, nothing is.
     """
-    state_dir.parent.mkdir(parents=True, exist_ok=True)
+    _make_parents(state_dir.parent)
     _mkdir_private(state_dir, follow=True)
     folder = state_dir
     for name in names:
         folder = folder / name
         _mkdir_private(folder, follow=False)
     return folder
+
+
+def _make_parents(folder: Path) -> None:
+    """Make ``folder`` and the folders above it that are missing, each 0700 whatever the
+    umask: ``~/.local`` and ``~/.local/state`` hold other programs' state too, and under
+    umask 000 `mkdir -p` would leave them 0777. A folder that exists is left as it is: its
+    mode is its owner's choice, not memfs's."""
+    missing = []
+    while not folder.exists() and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    for path in reversed(missing):
+        try:
+            os.mkdir(path, FOLDER_MODE)
+        except FileExistsError:
+            continue  # made meanwhile by someone else: theirs
+        _narrow(str(path), FOLDER_MODE, stat.S_ISDIR)  # the umask may have narrowed it
 
 
 def _mkdir_private(path: Path, *, follow: bool) -> None:

@@ -48,18 +48,18 @@ _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS journal (
         id INTEGER PRIMARY KEY,
         at_ns INTEGER NOT NULL,
-        project TEXT NOT NULL,
-        path TEXT NOT NULL,
-        to_path TEXT NOT NULL DEFAULT '',
+        project BLOB NOT NULL,
+        path BLOB NOT NULL,
+        to_path BLOB NOT NULL DEFAULT '',
         what TEXT NOT NULL,
         pid INTEGER NOT NULL DEFAULT 0,
-        comm TEXT NOT NULL DEFAULT '',
+        comm BLOB NOT NULL DEFAULT '',
         before INTEGER,
         after INTEGER,
-        kept TEXT NOT NULL DEFAULT '',
+        kept BLOB NOT NULL DEFAULT '',
         way TEXT NOT NULL DEFAULT 'mount',
-        source TEXT NOT NULL DEFAULT '',
-        version TEXT NOT NULL DEFAULT ''
+        source BLOB NOT NULL DEFAULT '',
+        version BLOB NOT NULL DEFAULT ''
     )""",
     "CREATE INDEX IF NOT EXISTS journal_by_path ON journal (project, path)",
     """CREATE TABLE IF NOT EXISTS hidden (
@@ -163,8 +163,9 @@ class Store:
             if last % TRIM_EVERY == 0 and last > JOURNAL_ROWS:
                 db.execute("DELETE FROM journal WHERE id <= ?", (last - JOURNAL_ROWS,))
 
-    def journal(self, project: str = "", limit: int = 0) -> list[dict[str, Any]]:
-        """Journal rows, newest first; of ``project`` only when given; ``limit`` 0: all."""
+    def journal(self, project: bytes = b"", limit: int = 0) -> list[dict[str, Any]]:
+        """Journal rows, newest first; of ``project`` only when given; ``limit`` 0: all.
+        Names are stored as bytes (journal.py), read back as bytes."""
         query = "SELECT * FROM journal"
         args: list[object] = []
         if project:

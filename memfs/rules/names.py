@@ -22,7 +22,8 @@ which of two ways it goes (`Way`):
 
 A name both ways match is refused. A conflict copy is different: it is a real version of
 another name, so `conflict_original` maps it to that name and the project shows it under
-``.history/``.
+``.history/``; a file of such a name is refused through the mount all the same
+(view/writes.py `check_new_name`), since it would never show under its own name.
 
 Claude Code's own temporary name, ``<file>.tmp.<pid>.<12 hex>``, is deliberately on no
 list: it is an ordinary name, shown from every source.

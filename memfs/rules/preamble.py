@@ -491,6 +491,13 @@ def _handoff_piece(doc: Doc) -> _Piece:
     return _doc_piece("Handoff", doc, [", ".join(where)] if where else [])
 
 
+def _has_lines(index: bytes) -> bool:
+    """Whether an index (MEMORY.md) holds a line worth a section: one not blank, past an
+    importer's drift header. An empty one (a 0-byte own MEMORY.md) gets no section, not
+    an empty ``## Index`` heading; it is never an index line either (§6.5)."""
+    return bool(strip_drift_header(index).strip())
+
+
 def _memory_piece(doc: Doc) -> _Piece:
     over = memory_over_limit(doc.body)
     return _doc_piece("Index", doc, extra=_over_limit_note(over) if over else b"")
@@ -576,7 +583,7 @@ def _pieces(inp: PreambleInput) -> list[_Piece]:
             pieces.append(_handoff_piece(inp.handoff))
         else:
             listed.append(_not_text_entry(inp.handoff))
-    if inp.index is not None:
+    if inp.index is not None and _has_lines(inp.index.body):
         if is_text(inp.index.body):
             pieces.append(_memory_piece(inp.index))
         else:

@@ -251,16 +251,21 @@ class Project(Holdings):
     def head(self, path: str) -> Version | None:
         return self._heads.get(path)
 
-    def mtime_ns(self, leaf: Leaf) -> int:
+    def mtime_ns(self, leaf: Leaf, *, drawn_on_nothing: int = 0) -> int:
+        """The mtime ``leaf`` shows (§4): its head's; a union MEMORY.md's newest version's;
+        PREAMBLE.md's the newest head it may draw on, or ``drawn_on_nothing`` (the adapter
+        gives the mount's start) when it draws on none: a project with no memory yet, an
+        empty global/ kind. Its frame alone is no file's, and 1970 would rank it oldest."""
         if leaf.kind is Kind.MEMORY and leaf.version is not None:
             return max(v.mtime_ns for v in (leaf.version, *leaf.others))
         if leaf.version is not None:
             return leaf.version.mtime_ns
-        # PREAMBLE.md: as new as the newest head it may draw on, in O(1): the newest of the
-        # mtime index (every head but MEMORY.md) and MEMORY.md's.
-        newest = self._by_mtime[-1].mtime_ns if self._by_mtime else 0
+        # In O(1): the newest of the mtime index (every head but MEMORY.md) and MEMORY.md's.
+        newest = [self._by_mtime[-1].mtime_ns] if self._by_mtime else []
         memory = self._heads.get(MEMORY)
-        return max(newest, memory.mtime_ns if memory is not None else 0)
+        if memory is not None:
+            newest.append(memory.mtime_ns)
+        return max(newest, default=drawn_on_nothing)
 
     def newer_version(self, head: Version, now: int | None = None) -> tuple[Version | None, int]:
         """Another source's version newer than ``head`` when ``head`` is the own one.

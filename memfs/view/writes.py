@@ -10,10 +10,11 @@ a `Refused` carrying the errno the behaviour contract names (docs/BEHAVIOUR.md);
 adapter returns it as is.
 
 Names: a name a writer creates through the mount (create, mkdir, a rename onto it) that is a
-tool's own file (`names.Way.REFUSED`: ``.git``, ``._x``, Syncthing's temp names, ...) is
-refused with EINVAL (`check_new_name`): no source ever shows such a name, so accepting it
-would lose it from the view at the next mount while it stays on disk. Every other name is
-accepted and stays shown for as long as it is on disk.
+tool's own file (`names.Way.REFUSED`: ``.git``, ``._x``, Syncthing's temp names, ...) or,
+for a file, a sync tool's conflict copy (``x.sync-conflict-<date>-<time>-<dev>.md``) is
+refused with EINVAL (`check_new_name`): no source ever shows such a name as itself, so
+accepting it would lose it from the view at once or at the next mount while it stays on
+disk. Every other name is accepted and stays shown for as long as it is on disk.
 
 Threading: called on the adapter's trio thread only; reads the project, never changes it.
 """
@@ -39,7 +40,15 @@ from memfs.rules.history import in_history
 from memfs.rules.tree import ancestors, parent_of
 from memfs.view.catalog import Catalog, is_project_name
 from memfs.view.holdings import cached_path_rule
-from memfs.view.project import PREAMBLE, Kind, Leaf, Origin, Project, Version
+from memfs.view.project import (
+    PREAMBLE,
+    Kind,
+    Leaf,
+    Origin,
+    Project,
+    Version,
+    conflict_original,
+)
 
 __all__ = ["RENAME_EXCHANGE", "RENAME_NOREPLACE", "Plan", "Refused", "in_history"]
 
@@ -198,10 +207,18 @@ def own_folder_of(config: Config, project: Project, v: Version) -> staging.Place
 def check_new_name(path: str, *, folder: bool = False) -> None:
     """A writer creates ``path`` (a folder, if ``folder``) through the mount.
 
+    Refused are the names the view never shows under themselves, so that a name is
+    refused at once or stays visible (§5.1): a tool's own name, and a file named like a
+    sync tool's conflict copy, which the view shows only as a version of its original
+    under ``.history/`` (`project.conflict_original`). A folder of such a name is
+    ordinary: only files are conflict copies.
+
     Raises:
-        Refused: EINVAL for a tool's own name (names.Way.REFUSED), never shown.
+        Refused: EINVAL for either.
     """
     if names.refused(parent_of(path)[1], folder=folder) is not None:
+        raise Refused(errno.EINVAL)
+    if not folder and conflict_original(path) is not None:
         raise Refused(errno.EINVAL)
 
 
