@@ -295,3 +295,22 @@ def test_only_a_marked_demo_folder_is_removed(
     look_alike.mkdir(parents=True)  # the right names but no marker
     assert demo.remove_if_sample(look_alike) is None
     assert look_alike.exists()
+
+
+def test_log_piped_into_head_prints_no_broken_pipe(home: Path) -> None:
+    # Issue 36: `memfs log -n0 | head -1` printed "Broken pipe" once head had its line.
+    from memfs.disk import journal, store
+    from memfs.disk.config import state_dir
+
+    state = state_dir(os.environ)
+    for n in range(2000):  # far more than a pipe holds
+        journal.record(state, journal.Change("-p", f"notes-{n}.md", "write"))
+    store.close_all()
+    done = subprocess.run(
+        ["sh", "-c", f"{sys.executable} -m memfs log -n0 | head -1"],
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.stdout.count(b"\n") == 1
+    assert done.stderr == b"", done.stderr

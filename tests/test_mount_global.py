@@ -108,8 +108,8 @@ def test_global_merges_user_memory(sandbox: Sandbox, mounts: Mounts) -> None:
     assert "CLAUDE.md" in logged.stdout, logged.stdout
     done = sandbox.memfs("restore", claude / "CLAUDE.md")
     assert done.returncode == 0, done.stderr
-    # The newest version under .history/: the work account's, now in the own account.
-    assert own.read_text(encoding="utf-8") == "WORK USER MEMORY, NEWER\n"
+    # The own version kept last, never the work account's (issue 36: "as it was").
+    assert own.read_text(encoding="utf-8") == "OWN USER MEMORY\n"
     (claude / "CLAUDE.md").write_text("EDITED THROUGH THE MOUNT\n", encoding="utf-8")
     # Codex and Gemini CLI: read-only, and live.
     assert sandbox.out("cat", mnt / "codex" / "memory_summary.md") == b"CODEX SUMMARY\n"

@@ -74,6 +74,7 @@ def test_state_folder_log_and_whiteouts_are_private(sandbox: Sandbox, mounts: Mo
         "memfs.db-wal": 0o600,
         "memfs.db-shm": 0o600,
         "memfs.log": 0o600,
+        "mounts.json": 0o600,  # where it mounts, for a restore while it is down
         "whiteouts": 0o700,
         f"whiteouts/{SLUG}.json": 0o600,
     }
@@ -108,6 +109,7 @@ def test_an_older_looser_state_folder_is_narrowed_at_start(
     assert modes(sandbox.state_dir) == {
         ".": 0o700,
         "memfs.log": 0o600,
+        "mounts.json": 0o600,
         "whiteouts": 0o700,
         f"whiteouts/{SLUG}.json": 0o600,
         "adopt": 0o700,
@@ -170,6 +172,7 @@ def test_as_a_normal_user_under_umask_000(person: NormalUser) -> None:
         "state": 0o700,
         "state/memfs": 0o700,
         "state/memfs/memfs.log": 0o600,
+        "state/memfs/mounts.json": 0o600,
     }
     assert stat.S_IMODE(home.stat().st_mode) == home_mode
     assert person.memfs("umount", mnt).returncode == 0

@@ -97,7 +97,7 @@ def test_restore_at_a_time_and_through_here(sandbox: Sandbox, mounts: Mounts) ->
     assert target.read_text() == "v1\n"
     none = sandbox.memfs("restore", "--at", "2020-01-01", target)
     assert none.returncode == 2, none.stderr
-    assert "no kept version" in none.stderr, none.stderr
+    assert "no kept own version" in none.stderr, none.stderr
     bad = sandbox.memfs("restore", "--at", "yesterday", target)
     assert bad.returncode == 2
     assert "--at" in bad.stderr

@@ -62,7 +62,8 @@ class Restores:
             self._results.popitem(last=False)
 
     def result(self, ident: str) -> bytes | None:
-        return self._results.pop(ident, None)
+        # Kept, not taken: a reader asks twice for a long value (its size, then it).
+        return self._results.get(ident)
 
     async def _restore(self, slug: str, ask: restore.Ask) -> str:
         project = await self._project(slug)

@@ -106,9 +106,18 @@ def _parser() -> argparse.ArgumentParser:
     su = svs.add_parser("uninstall", help="remove the unit")
     su.add_argument("--now", action="store_true", help="also disable --now first")
 
-    r = cmd("restore", "put back a kept version of a file in the mount (its newest)")
+    r = cmd("restore", "put back the file as it was: its own version kept last, or at a time")
     r.add_argument("path", type=Path, help="the file in the mount, e.g. ~/memfs/here/notes.md")
-    r.add_argument("--at", default=None, help="the newest version no later than TIME (UTC)")
+    r.add_argument(
+        "--at", default=None, help="the newest own version no later than TIME (UTC), as named"
+    )
+    r.add_argument(
+        "--from",
+        dest="source",
+        default=None,
+        metavar="SOURCE",
+        help="another source's version instead, landing as an own copy",
+    )
 
     lg = cmd("log", "every change through the mount, newest first: what, by which process")
     lg.add_argument("path", type=Path, nargs="?", default=None)
@@ -147,6 +156,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(COMMANDS[args.command](args, os.environ) or 0)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader of our output went (`memfs log | head`): nothing to report. Python
+        # would report the pipe once more as it flushes stdout at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except Exception as exc:
         print(f"memfs: {_one_line(exc)}", file=sys.stderr)
         if debug or not _is_user_error(exc):
@@ -468,7 +482,7 @@ def cmd_service(args: argparse.Namespace, env: Mapping[str, str]) -> int:
 def cmd_restore(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     from memfs.app import history
 
-    print(history.restore(args.path, args.at))
+    print(history.restore_file(args.path, args.at, args.source, env))
     return 0
 
 
@@ -477,9 +491,15 @@ def cmd_log(args: argparse.Namespace, env: Mapping[str, str]) -> int:
 
     if args.n < 0:
         raise UserError(f"-n must be >= 0, got {args.n}")
-    found = history.changes(_load(args, env), args.path)
-    print(history.render(found, as_json=args.json, limit=args.n))
+    found = history.changes(args.path, env, limit=args.n)
+    _print_all(history.render(found, as_json=args.json))
     return 0
+
+
+def _print_all(text: str) -> None:
+    """Print all of it now: a reader that stops reading (`memfs log | head -1`) ends the
+    command quietly (`main`)."""
+    print(text, flush=True)
 
 
 def cmd_adopt(args: argparse.Namespace, env: Mapping[str, str]) -> int:

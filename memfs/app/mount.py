@@ -342,6 +342,7 @@ def run_foreground(
     tracebacks.answer_dump_signal()  # first: every thread started later blocks SIGUSR1
     state.make_private(config.state_dir)  # first: whiteouts saved while serving land there
     mountpoint = prepare(config, mountpoint)
+    state.remember_mount(config.state_dir, mountpoint, config.path)  # for a restore when down
     _raise_descriptor_limit()  # before MemFS: its kept descriptors are shares of the limit
     ops = MemFS(config, mountpoint)
     # From the mount on, a stop must unmount cleanly: hold stop signals back until the

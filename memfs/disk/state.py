@@ -315,3 +315,29 @@ class SaveWhiteouts:
     def run(self) -> list[str]:
         save_whiteouts(self.state_dir, self.slug, self.records)
         return []
+
+
+MOUNTS = "mounts.json"  # mountpoint -> the config it was mounted with (None: discovery)
+
+
+def remember_mount(state_dir: Path, mountpoint: Path, config: Path | None) -> None:
+    """Record that memfs mounts ``mountpoint`` with ``config``: `memfs restore` and
+    `memfs log` find a mount that is down by it (app/history.py)."""
+    known = mounts(state_dir)
+    wanted = str(config) if config is not None else None
+    if known.get(str(mountpoint), "") == wanted:
+        return
+    known[str(mountpoint)] = wanted
+    data = json.dumps(known, indent=0, sort_keys=True).encode()
+    save_private(private_folder(state_dir), MOUNTS, data)
+
+
+def mounts(state_dir: Path) -> dict[str, str | None]:
+    """Every mountpoint recorded by `remember_mount`, with its config."""
+    try:
+        raw = json.loads((state_dir / MOUNTS).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(raw, dict):
+        return {}
+    return {k: v for k, v in raw.items() if isinstance(k, str) and isinstance(v, str | None)}
