@@ -55,6 +55,7 @@ import logging
 import math
 import os
 import resource
+import time
 from collections import Counter
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
@@ -97,6 +98,15 @@ def token_of_leaf(project: Project, leaf: Leaf) -> Token:
     return (v.origin, v.path, v.size, v.mtime_ns, v.ino)
 
 
+# A file that changed this recently is read with direct I/O (`Kernel.open`): the kernel may
+# still take in an attribute reply of a version before, and then caps or pads page-cache
+# reads with that version's size. Far longer than any reply is in flight.
+SETTLE_NS = 250_000_000
+SETTLE_KEPT = 4096  # changed inodes remembered before the settled ones are let go
+# A warm open reads its version's bytes (`Kernel.open_warm`) up to this size; a bigger one
+# takes the whole way. Memory files are a few KiB; reading 64 KiB costs about 10 µs.
+WARM_BYTES = 64 << 10
+
 # What the process may open beyond the versions' and the folders' descriptors: handles'
 # own descriptors (writers' stages, reads served with direct I/O), a commit's folders, a
 # project's load, the watcher, the journal. An eighth of the limit, and never less than this.
@@ -130,6 +140,10 @@ class _Cached:
     version: Version | None = None
     project: Project | None = None
     generation: int = 0
+    # The version's bytes, while an open that read them whole is open (`ReadOpens.snapshot`):
+    # an open that comes warm before the kernel holds every page serves the pages it misses
+    # from these, never from a disk rewritten in place meanwhile.
+    snapshot: bytes | None = None
 
 
 class Kernel:
@@ -141,6 +155,7 @@ class Kernel:
         self._queued: Counter[int] = Counter()  # inode -> invalidations queued, not sent
         self._cached: dict[int, _Cached] = {}
         self._writers_coming: Counter[int] = Counter()  # inode -> O_TRUNC opens waiting
+        self._changed: dict[int, int] = {}  # inode -> when its last change was queued (ns)
         self._drained: dict[int, trio.Event] = {}  # inode -> set when its readers are gone
         self.sent = 0
         self.errors = 0
@@ -152,7 +167,7 @@ class Kernel:
     def open(self, ino: int, token: Token) -> bool | None:
         """How to serve an open of ``ino`` reading version ``token``: True through the
         page cache, its pages kept; None with direct I/O. Pair True with `closed`."""
-        if self._queued.get(ino) or self._writers_coming.get(ino):
+        if self._queued.get(ino) or self._writers_coming.get(ino) or self._unsettled(ino):
             return None
         cached = self._cached.get(ino)
         if cached is None:
@@ -170,6 +185,20 @@ class Kernel:
         if not cached.readers:
             self.inode(ino)
         return None
+
+    def _unsettled(self, ino: int) -> bool:
+        """Whether ``ino`` changed within `SETTLE_NS`. A file rewritten in place in a loop
+        (an agent saving again and again) is so for as long as the loop runs: its size
+        changes faster than the kernel's copy of it can be trusted, and a read through the
+        page cache against a size of the version before is cut short or padded with zeros
+        (NUL bytes no version had)."""
+        at = self._changed.get(ino)
+        if at is None:
+            return False
+        if time.monotonic_ns() - at < SETTLE_NS:
+            return True
+        del self._changed[ino]
+        return False
 
     def reuse(self, f: OpenFile, token: Token) -> bool:
         """Let ``f`` read through the descriptor kept for its very version, if one is and
@@ -203,26 +232,37 @@ class Kernel:
         if f.version is not None and cached is not None and cached.fd == f.fd:
             cached.key, cached.version = f.key, f.version
             cached.project, cached.generation = project, project.generation
+            cached.snapshot = f.snapshot
 
-    def open_warm(self, ino: int) -> _Cached | None:
+    def open_warm(self, ino: int) -> tuple[_Cached, bytes] | None:
         """The record of ``ino`` if it is warm and its kept descriptor shows the version it
-        checked, still linked on disk: counted a reader (pair with `closed`); None: the
-        open takes the whole way."""
+        checked, still linked on disk, with that version's bytes: counted a reader (pair
+        with `closed`); None: the open takes the whole way.
+
+        The bytes (`ReadOpens.snapshot`'s reason) are those an open still holds, else read
+        now, before the fstat that checks them: a warm open whose pages the kernel let go
+        serves them from these, never from a disk rewritten in place since. A version past
+        `WARM_BYTES` takes the whole way instead (a big file's every open would copy it)."""
         cached = self._cached.get(ino)
         if cached is None or cached.project is None:
             return None
         v = cached.version
         assert v is not None
+        data = cached.snapshot
         try:
+            if data is None:
+                if v.size > WARM_BYTES:
+                    return None
+                data = os.pread(cached.fd, v.size + 1, 0)  # one more: grown since shows
             st = os.fstat(cached.fd)
         except OSError:
             return None
         if st.st_mtime_ns != v.mtime_ns or st.st_size != v.size or st.st_ino != v.ino:
             return None
-        if not st.st_nlink:
-            return None  # unlinked on disk, the watcher not told yet
+        if not st.st_nlink or len(data) != v.size:
+            return None  # unlinked on disk (the watcher not told yet), or rewritten
         cached.readers += 1
-        return cached
+        return cached, data
 
     def _keep_fd(self, ino: int, fd: int) -> bool:
         """Keep ``fd`` with the record of ``ino``; False when one is kept already or too
@@ -250,8 +290,10 @@ class Kernel:
         cached = self._cached.get(ino)
         if cached is not None and cached.readers:
             cached.readers -= 1
-            if not cached.readers and ino in self._drained:
-                self._drained.pop(ino).set()
+            if not cached.readers:
+                cached.snapshot = None  # read whole by now: the kernel holds its pages
+                if ino in self._drained:
+                    self._drained.pop(ino).set()
 
     async def truncating(self, ino: int, patience: float) -> None:
         """An open with O_TRUNC is about to let the kernel set the inode's size to 0 for
@@ -291,6 +333,10 @@ class Kernel:
         cached = self._cached.get(ino)
         if cached is not None:
             cached.project = None  # the view changed: the next open checks it again
+        now = time.monotonic_ns()
+        if len(self._changed) >= SETTLE_KEPT:
+            self._changed = {i: t for i, t in self._changed.items() if now - t < SETTLE_NS}
+        self._changed[ino] = now
         if self.enabled:
             self._queued[ino] += 1
             self._send.send_nowait(("inode", ino, b""))
@@ -447,6 +493,12 @@ class ReadOpens:
         current = f.data is not None or kernel.reuse(f, token) or self.pin(f, project)
         writing = self.files.has_writers(f.ino)
         served = kernel.open(f.ino, token) if current and not writing else None
+        if served and f.data is None and not self.snapshot(f):
+            # Rewritten in place between its fstat and now: read past the page cache.
+            kernel.closed(f.ino)
+            served = None
+            if f.version is not None:
+                self.recheck(project, f.version.origin, f.version.path)
         f.token = token if served is not None else None
         kernel.lend(f, served)
         if served and f.borrowed and f.data is None and not index:
@@ -463,9 +515,10 @@ class ReadOpens:
         whole way (`open`). Registers it in `files`."""
         if self.files.has_writers(ino):
             return None  # a writer opened it since: its own reads and everyone's size differ
-        cached = self.kernel.open_warm(ino)
-        if cached is None:
+        warm = self.kernel.open_warm(ino)
+        if warm is None:
             return None
+        cached, data = warm
         project = self.loaded().get(cached.key[0])
         if project is None or project is not cached.project:
             self.kernel.closed(ino)  # it was dropped or built again: the whole way
@@ -476,6 +529,7 @@ class ReadOpens:
         f = OpenFile(
             ino, cached.key, cached.version, cached.fd, borrowed=True, token=cached.token, pid=pid
         )
+        f.snapshot = data
         return pyfuse3.FileInfo(fh=self.files.add(f), keep_cache=True)
 
     def pin(self, f: OpenFile, project: Project) -> bool:
@@ -509,12 +563,48 @@ class ReadOpens:
             os.close(f.fd)
 
     @staticmethod
+    def snapshot(f: OpenFile) -> bool:
+        """Read the whole version ``f`` opened, for an open served through the page cache;
+        False when the disk no longer holds that version (rewritten in place since its
+        fstat), and nothing is kept.
+
+        Why: the kernel caches what a read through the page cache answers as that inode's
+        pages, up to the size it was told. A file rewritten in place on disk (Gemini CLI's
+        `write_file`, an `echo >`, O_TRUNC then write) is shorter for a moment; a read
+        answered from the disk then is short, the kernel fills the rest of the page with
+        zeros, and when an attribute update races the read it keeps the old size: the
+        reader gets NUL bytes no version had. Served from the bytes of the very version it
+        opened (checked by fstat before and after the read), such an open is never short.
+        One pread of the file (at most `max_file_bytes`), on the descriptor the open is
+        served from; the bytes live as long as the open."""
+        v = f.version
+        if v is None or f.fd < 0:
+            return True  # synthetic: its bytes are fixed already
+        data = os.pread(f.fd, v.size + 1, 0)  # one more: a file grown since shows it
+        st = os.fstat(f.fd)
+        if len(data) != v.size or (st.st_size, st.st_mtime_ns, st.st_ino) != (
+            v.size,
+            v.mtime_ns,
+            v.ino,
+        ):
+            return False
+        f.snapshot = data
+        return True
+
+    @staticmethod
     def read(f: OpenFile, off: int, size: int) -> bytes:
-        """Never refused for a change on disk: the bytes the disk holds, as a local read."""
+        """Never refused for a change on disk: the version it opened, or the bytes the disk
+        holds, as a local read (and never a part of another version through the page
+        cache: `snapshot`)."""
+        if f.snapshot is not None:
+            return f.snapshot[off : off + size]
         if f.stage is not None:
             return f.stage.read(off, size)
         if f.data is not None:
             return f.data[off : off + size]
+        if f.token is not None and f.version is not None and ReadOpens.snapshot(f):
+            # A warm open (no bytes read at its open) whose pages the kernel let go.
+            return (f.snapshot or b"")[off : off + size]
         return os.pread(f.fd, size, off)
 
 

@@ -40,6 +40,9 @@ class OpenFile:
     borrowed: bool = False  # ``fd`` is the kernel record's (kernel.py), not closed by it
     data: bytes | None = None  # PREAMBLE.md or the MEMORY.md union, fixed at open
     token: object = None  # what the kernel's pages hold for it (kernel.py); None: direct I/O
+    # The version's bytes, read whole when an open served through the page cache reads
+    # (kernel.py `ReadOpens.snapshot`): the kernel never caches a part of another version.
+    snapshot: bytes | None = None
     pid: int = 0  # the thread that opened it (FUSE names the calling thread)
     # Writing: its write session (view/session.py), the one place its state is kept and
     # changed; None for an open that only reads.
