@@ -367,7 +367,10 @@ class Stages:
                     session.index = self.index_reads.change(f.tgid, project, path)
                 assert f.stage is not None
                 empty = do is Do.FAIL_EMPTY
-                plan = session_plan(session, planner, f.stage, path, created=created, empty=empty)
+                size = f.stage.size() if session.replaced else 0  # an fstat of the stage
+                plan = session_plan(
+                    session, planner, f.stage, path, created=created, empty=empty, size=size
+                )
             if gate is not None:
                 plan.steps.insert(0, gate)
             return plan

@@ -97,6 +97,7 @@ class Sifted(NamedTuple):
     events: list[Event]  # to read, in order
     held: list[Raw]  # a rename's events, until the next event says whether the mark follows
     own_renames: int  # renames of this process's, skipped
+    own_arrivals: list[Event]  # their IN_MOVED_TO events, for whom still needs them
 
 
 def sift(raw: Iterable[Raw], held: Iterable[Raw] = ()) -> Sifted:
@@ -111,10 +112,12 @@ def sift(raw: Iterable[Raw], held: Iterable[Raw] = ()) -> Sifted:
     events: list[Event] = []
     kept = list(held)
     own = 0
+    arrivals: list[Event] = []
     for event in raw:
         wd, mask, cookie, name = event
         if len(kept) == 2 and _marks(event, kept[1]):
             own += 1
+            arrivals += unheld(kept[1:])
             kept = []
         elif len(kept) == 1 and mask & IN_MOVED_TO and cookie == kept[0][2]:
             kept = [*kept, event]
@@ -125,7 +128,7 @@ def sift(raw: Iterable[Raw], held: Iterable[Raw] = ()) -> Sifted:
             continue
         events.append((wd, mask, name))
         kept = []
-    return Sifted(events, kept, own)
+    return Sifted(events, kept, own, arrivals)
 
 
 def unheld(held: Iterable[Raw]) -> list[Event]:

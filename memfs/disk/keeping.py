@@ -13,7 +13,7 @@ import contextlib
 import errno
 import os
 import stat
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from memfs.disk.places import Place, copy_fd, open_dir, read_all
@@ -66,11 +66,13 @@ def keep_version(folder: Place, dir_fd: int, name: str, keep: Keep | None) -> li
         return []
     kfd = open_dir(keep.folder, create=True, near=(folder, dir_fd))
     try:
-        touched = keep.view_paths(_keep_one(dir_fd, name, st, kfd, keep))
+        names, added = _keep_one(dir_fd, name, st, kfd, keep)
+        touched = keep.view_paths(names)
         os.fsync(kfd)
     finally:
         os.close(kfd)
-    if keep.project is not None:
+    if keep.project is not None and added:
+        # Only a version kept takes bytes: one kept already (identical bytes) drops nothing.
         for view in keep.drop:
             if _drop_kept(keep.project, view):
                 touched.append(view)
@@ -94,9 +96,57 @@ def _drop_kept(project: Place, view: str) -> bool:
         os.close(fd)
 
 
-def _keep_one(dir_fd: int, name: str, st: os.stat_result, kfd: int, keep: Keep) -> list[str]:
+def _keep_one(
+    dir_fd: int, name: str, st: os.stat_result, kfd: int, keep: Keep
+) -> tuple[list[str], bool]:
     """The link (or copy) of ``name`` into the history folder ``kfd``, and the pruning of
-    its versions past ``keep.last``: the names that came or went there.
+    its versions past ``keep.last``: the names that came or went there (`_keep_into`)."""
+    return _keep_into(
+        kfd,
+        keep,
+        st.st_size,
+        st.st_mtime_ns,
+        lambda: _read_at(dir_fd, name),
+        lambda target: _link_or_copy(dir_fd, name, kfd, target, st),
+    )
+
+
+def keep_bytes(keep: Keep, data: bytes, mode: int, mtime_ns: int) -> list[str]:
+    """Keep ``data`` (a version memfs read before it changed on disk, issue 37: the file
+    is gone or rewritten, so there is nothing to link) in ``keep``, with its mode and
+    mtime, as `keep_version` keeps a file; returns the view paths that came or went. Empty
+    bytes keep nothing."""
+    if not data:
+        return []
+    kfd = open_dir(keep.folder, create=True)
+    try:
+        names, _ = _keep_into(
+            kfd,
+            keep,
+            len(data),
+            mtime_ns,
+            lambda: data,
+            lambda target: _write_copy(kfd, target, data, mode, mtime_ns),
+        )
+        touched = keep.view_paths(names)
+        os.fsync(kfd)
+    finally:
+        os.close(kfd)
+    return touched
+
+
+def _keep_into(
+    kfd: int,
+    keep: Keep,
+    size: int,
+    mtime_ns: int,
+    read: Callable[[], bytes | None],
+    put: Callable[[str], None],
+) -> tuple[list[str], bool]:
+    """Keep a version of ``size`` bytes written at ``mtime_ns`` in the history folder
+    ``kfd`` (``put`` makes the file of a name, ``read`` reads its bytes), and prune the
+    versions past ``keep.last``: the names that came or went there, and whether a version
+    was added.
 
     Versions go in the order they were kept, never by their mtime (§7.2): a version
     older by mtime than every kept one (`cp -p`, `rsync -a`, `touch -d`) is the newest
@@ -110,11 +160,11 @@ def _keep_one(dir_fd: int, name: str, st: os.stat_result, kfd: int, keep: Keep) 
         for old, _ in mine:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(old, dir_fd=kfd)
-        return [old for old, _ in mine]
-    if _same_bytes_kept(dir_fd, name, st, kfd, mine):
-        return []
+        return [old for old, _ in mine], False
+    if _same_bytes_kept(size, read, kfd, mine):
+        return [], False
     n = max((history.order(v)[1] for v, _ in mine), default=0) + 1
-    target = history.version_name(keep.prefix, st.st_mtime_ns, n)
+    target = history.version_name(keep.prefix, mtime_ns, n)
     # The last ``last`` with this one: pruned first, then linked, so memfs killed between
     # the two leaves no more than ``last``.
     touched = [old for old, _ in mine[: max(0, len(mine) + 1 - keep.last)]]
@@ -123,12 +173,12 @@ def _keep_one(dir_fd: int, name: str, st: os.stat_result, kfd: int, keep: Keep) 
             os.unlink(old, dir_fd=kfd)
     while True:
         try:
-            _link_or_copy(dir_fd, name, kfd, target, st)
+            put(target)
             touched.append(target)
-            return touched
+            return touched, True
         except FileExistsError:  # made since the listing: the next number
             n += 1
-            target = history.version_name(keep.prefix, st.st_mtime_ns, n)
+            target = history.version_name(keep.prefix, mtime_ns, n)
 
 
 def _kept_in_order(kfd: int, prefix: str) -> list[tuple[str, os.stat_result]]:
@@ -144,14 +194,17 @@ def _kept_in_order(kfd: int, prefix: str) -> list[tuple[str, os.stat_result]]:
 
 
 def _same_bytes_kept(
-    dir_fd: int, name: str, st: os.stat_result, kfd: int, kept: list[tuple[str, os.stat_result]]
+    size: int,
+    read: Callable[[], bytes | None],
+    kfd: int,
+    kept: list[tuple[str, os.stat_result]],
 ) -> bool:
-    """Whether a kept version holds the very bytes of ``name`` (identical bytes are one
+    """Whether a kept version holds the very bytes of the version (identical bytes are one
     version, §7.2). Only versions of the same size are read."""
-    same_size = [v for v, vst in kept if vst.st_size == st.st_size]
+    same_size = [v for v, vst in kept if vst.st_size == size]
     if not same_size:
         return False
-    mine = _read_at(dir_fd, name)
+    mine = read()
     return any(_read_at(kfd, v) == mine for v in same_size)
 
 
@@ -191,3 +244,17 @@ def _link_or_copy(dir_fd: int, name: str, kfd: int, target: str, st: os.stat_res
             os.close(new)
     finally:
         os.close(src)
+
+
+def _write_copy(kfd: int, target: str, data: bytes, mode: int, mtime_ns: int) -> None:
+    """``target`` in ``kfd``, a new file holding ``data`` with ``mode`` and ``mtime_ns``."""
+    new = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600, dir_fd=kfd)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(new, view) :]
+        os.fchmod(new, stat.S_IMODE(mode))
+        os.utime(new, ns=(mtime_ns, mtime_ns))
+        os.fsync(new)
+    finally:
+        os.close(new)

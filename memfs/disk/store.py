@@ -33,6 +33,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,7 @@ from memfs.disk import state
 log = logging.getLogger(__name__)
 
 NAME = "memfs.db"
-VERSION = 1
+VERSION = 2
 JOURNAL_ROWS = 200_000  # about 40 MiB of rows: then the oldest go, every TRIM_EVERY rows
 TRIM_EVERY = 1000
 _SCHEMA = (
@@ -71,6 +72,26 @@ _SCHEMA = (
         replaced TEXT NOT NULL DEFAULT ''
     )""",
     "CREATE INDEX IF NOT EXISTS hidden_by_index ON hidden (project, idx, at_ns)",
+    # Issue 37: the bytes of every memory file of every source as memfs last read it, stood
+    # still (baseline.py), so the version a change on disk replaces can be kept.
+    """CREATE TABLE IF NOT EXISTS files (
+        folder BLOB NOT NULL,
+        path BLOB NOT NULL,
+        ino INTEGER NOT NULL,
+        size INTEGER NOT NULL,
+        mtime_ns INTEGER NOT NULL,
+        mode INTEGER NOT NULL,
+        data BLOB NOT NULL,
+        PRIMARY KEY (folder, path)
+    )""",
+    # The read-only sources' versions kept in the state folder, in the order kept.
+    """CREATE TABLE IF NOT EXISTS kept (
+        id INTEGER PRIMARY KEY,
+        folder BLOB NOT NULL,
+        name TEXT NOT NULL,
+        size INTEGER NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS kept_by_folder ON kept (folder)",
 )
 
 _open: dict[Path, Store] = {}
@@ -239,6 +260,83 @@ class Store:
                 (slug, index, change[0]),
             ).fetchone()
         return None if found is None else _parse(found[0])
+
+    # --- what memfs read of each source's files (issue 37) ----------------------------
+
+    def baseline(self, folder: bytes, path: bytes) -> Baseline | None:
+        """What memfs last read of ``path`` in source folder ``folder``, if it did."""
+        with self._connected() as db:
+            found = db.execute(
+                "SELECT ino, size, mtime_ns, mode, data FROM files WHERE folder = ? AND path = ?",
+                (folder, path),
+            ).fetchone()
+        return None if found is None else Baseline(*found)
+
+    def baselines(self, folder: bytes) -> dict[bytes, tuple[int, int, int]]:
+        """path -> (ino, size, mtime_ns) of every file memfs read in ``folder``."""
+        with self._connected() as db:
+            found = db.execute(
+                "SELECT path, ino, size, mtime_ns FROM files WHERE folder = ?", (folder,)
+            )
+            return {row[0]: (row[1], row[2], row[3]) for row in found}
+
+    def set_baseline(self, folder: bytes, path: bytes, b: Baseline) -> None:
+        with self._connected() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (folder, path, b.ino, b.size, b.mtime_ns, b.mode, b.data),
+            )
+
+    def forget_baseline(self, folder: bytes, path: bytes) -> None:
+        with self._connected() as db:
+            db.execute("DELETE FROM files WHERE folder = ? AND path = ?", (folder, path))
+
+    # --- the read-only sources' kept versions (issue 37) ------------------------------
+
+    def kept_added(self, folder: bytes, name: str, size: int) -> None:
+        with self._connected() as db:
+            db.execute(
+                "INSERT INTO kept (folder, name, size) VALUES (?, ?, ?)", (folder, name, size)
+            )
+
+    def kept_gone(self, folder: bytes, name: str) -> None:
+        with self._connected() as db:
+            db.execute("DELETE FROM kept WHERE folder = ? AND name = ?", (folder, name))
+
+    def kept_over(self, budget: int, under: bytes = b"") -> list[tuple[bytes, str]]:
+        """The kept versions to remove, kept first first, so that those below ``under``
+        (every one when empty) take no more than ``budget`` bytes: never the newest kept
+        version of a path (a folder's last row)."""
+        with self._connected() as db:
+            rows = db.execute(
+                "SELECT id, folder, name, size FROM kept WHERE substr(folder, 1, ?) = ? "
+                "ORDER BY id",
+                (len(under), under),
+            ).fetchall()
+        newest = {}
+        for row_id, folder, _, _ in rows:
+            newest[folder] = row_id
+        excess = sum(row[3] for row in rows) - budget
+        gone = []
+        for row_id, folder, name, size in rows:
+            if excess <= 0:
+                break
+            if newest[folder] == row_id:
+                continue
+            gone.append((folder, name))
+            excess -= size
+        return gone
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """One file as memfs last read it: its inode, size, mtime, mode and bytes."""
+
+    ino: int
+    size: int
+    mtime_ns: int
+    mode: int
+    data: bytes
 
 
 def _lines(lines: Iterable[str]) -> str:

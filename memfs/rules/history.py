@@ -1,6 +1,6 @@
 """How versions are named under ``.history/``: the one place these names are spelled.
 
-§4, §7.2. Pure: no I/O, imports nothing of memfs. A version of ``<path>`` from source
+§4, §7.2. Pure: no I/O, imports nothing of memfs but rules. A version of ``<path>`` from source
 ``<source>`` is ``.history/<path>/<source>@<UTC>.md``, the UTC of its mtime (when that
 version was written); ``~N`` tells versions apart: in the own source's kept versions, the
 order they were kept (each one more than any kept before it: ``~2``, ``~3``, ...), in the
@@ -12,6 +12,9 @@ from __future__ import annotations
 import calendar
 import re
 import time
+from collections.abc import Callable
+
+from memfs.rules import names
 
 HISTORY = ".history"
 
@@ -51,3 +54,13 @@ def parse(name: str) -> tuple[str, int, int] | None:
     except ValueError:
         return None
     return found["source"], when, int(found["n"] or 1)
+
+
+def keeps_versions(path: str, rule: Callable[[str], names.Rule | None] = names.path_rule) -> bool:
+    """Whether the versions of ``path`` that a change replaces or removes are kept (§7.2):
+    every memory file's; not a writer's own temporary, swap or backup file (a name
+    ``rule`` matches, or Claude Code's temp name), whose versions are not memory and would
+    crowd out the project's bytes for history; not a version under ``.history/`` itself."""
+    if in_history(path) or names.is_temp_name(path.rpartition("/")[2]):
+        return False
+    return rule(path) is None

@@ -235,3 +235,16 @@ def path_reason(path: str) -> str:
     """Why a file at ``path`` is not memory (`path_rule`), or ''."""
     rule = path_rule(path)
     return "" if rule is None else rule.why
+
+
+# Claude Code's temporary name (§7.3): ``<file>.tmp.<pid>.<12 hex digits>``.
+_TEMP_NAME = re.compile(r".+\.tmp\.[0-9]+\.[0-9a-f]{12}", re.DOTALL)
+
+
+def is_temp_name(name: str) -> bool:
+    """Whether ``name`` is a writer's temporary name, renamed over its target a moment after
+    it is written. Its first commit makes its bytes durable but not its name: the name
+    that matters is the final one, and the rename through the mount fsyncs the folder.
+    Lost in a power cut before that rename, it leaves the target as it was, the same as
+    the writer's own sequence on a local disk (which fsyncs no folder at all)."""
+    return _TEMP_NAME.fullmatch(name) is not None

@@ -152,22 +152,23 @@ def plan_move_away(
     view showed, the own index goes (kept, §7.2), and the other sources' indexes stay as
     they are: a rename hides none of their lines (§5.3). Its first step reads the own
     index it moves (`ReadIndex`): an editor's backup-then-write writes the index anew at
-    once, and that save applies to it. An own index alone is simply renamed."""
+    once, and that save applies to it. The own index is copied and unlinked, never
+    renamed, even when it is shown alone: unlinked, it is kept (§7.2), whereas the name an
+    editor moves it to (its backup, ``MEMORY.md~``) keeps nothing, and the save that
+    follows replaces it; and a rename would hide the other accounts' indexes (whiteouts)
+    where the own index is shown alone only because its owner may not read it (chmod 000).
+    """
     project = planner.project
     leaf = writable_leaf(project, path)
     assert leaf.version is not None
     check_rename(project, path, dst, flags)
-    own = own_folder_of(planner.config, project, leaf.version)
-    if own is not None and leaf.kind is Kind.FILE:
-        plan = planner.rename(path, dst, flags)  # the own index alone: nothing else to hide
-    else:
-        plan = planner.copy_up(path, dst=dst, memory=memory if leaf.kind is Kind.MEMORY else None)
-        planner._journal(plan, "rename", path, dst)
-        for v in project.versions(path):
-            place = own_folder_of(planner.config, project, v)
-            if place is not None:
-                plan.steps.append(steps.Unlink(place, parent_of(path)[1], planner._keep(path)))
-                plan.read_again(v.origin, project.origins[v.origin], path)
+    plan = planner.copy_up(path, dst=dst, memory=memory if leaf.kind is Kind.MEMORY else None)
+    planner._journal(plan, "rename", path, dst)
+    for v in project.versions(path):
+        place = own_folder_of(planner.config, project, v)
+        if place is not None:
+            plan.steps.append(steps.Unlink(place, parent_of(path)[1], planner._keep(path)))
+            plan.read_again(v.origin, project.origins[v.origin], path)
     step = ReadIndex(planner._place(path), planner.config.limits.max_file_bytes)
     plan.steps.insert(0, step)
     return plan, step

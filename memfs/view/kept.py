@@ -77,11 +77,17 @@ class KeptVersions:
         kept; the number in its name is the order exactly, history.parse)."""
         return list(self._of.get(path, ()))
 
-    def over_budget(self, path: str, adding: int, budget: int) -> list[str]:
+    def over_budget(
+        self, path: str, adding: int, budget: int, versions: int | None = None
+    ) -> list[str]:
         """The kept versions to remove so that keeping ``adding`` more bytes, a new
         version of ``path``, stays within ``budget``: oldest first, never the newest kept
-        version of a path (the new one is ``path``'s newest from then on)."""
-        excess = self.bytes + adding - budget
+        version of a path (the new one is ``path``'s newest from then on). The oldest of
+        ``path`` past ``versions`` go with the keep anyway (keeping.py prunes them): their
+        bytes are not counted, and no other version goes in their stead."""
+        mine = self.of(path) if versions is not None else []
+        counted = set(mine[: max(0, len(mine) + 1 - (versions or 0))])
+        excess = self.bytes - sum(k.size for k in counted) + adding - budget
         if excess <= 0:
             return []
         gone: list[str] = []
@@ -89,7 +95,7 @@ class KeptVersions:
             if excess <= 0:
                 break
             newest = self._of[k.of][-1]
-            if k is newest and k.of != path:
+            if k in counted or (k is newest and k.of != path):
                 continue
             gone.append(k.view)
             excess -= k.size

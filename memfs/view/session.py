@@ -205,11 +205,13 @@ def plan(
     *,
     created: bool,
     empty: bool = False,
+    size: int = 0,
 ) -> Plan:
     """The plan of a COMMIT (or, ``empty``, a FAIL_EMPTY) of ``session``'s ``stage``, the
     writer's file at ``path`` (``created``: its name's first commit). An index is a save
     of the view against what its writer read (view/indexes.py); any other file whose name
-    was replaced lands as a kept version; else the stage becomes the file."""
+    was replaced lands as a kept version (``size``: the stage's bytes); else the stage
+    becomes the file."""
     keep = session.keeps_history
     if empty:
         return planner.commit(stage, path, keep=keep, created=created, empty=True)
@@ -219,5 +221,5 @@ def plan(
             planner, stage, session.index, keep=keep, created=created, path=path
         )
     if session.replaced:
-        return planner.keep_stage(stage, path)
+        return planner.keep_stage(stage, path, size)
     return planner.commit(stage, path, keep=keep, created=created)

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import errno
 import functools
-import re
 import stat
 import time
 from collections.abc import Callable
@@ -37,6 +36,7 @@ from memfs.disk.staging import RENAME_NOREPLACE
 from memfs.disk.steps import Applied, Step  # by name: in Plan's body, steps is its field
 from memfs.rules import history, names, preamble
 from memfs.rules.history import in_history
+from memfs.rules.names import is_temp_name
 from memfs.rules.tree import ancestors, parent_of
 from memfs.view.catalog import Catalog, is_project_name
 from memfs.view.holdings import cached_path_rule
@@ -50,7 +50,7 @@ from memfs.view.project import (
     conflict_original,
 )
 
-__all__ = ["RENAME_EXCHANGE", "RENAME_NOREPLACE", "Plan", "Refused", "in_history"]
+__all__ = ["RENAME_EXCHANGE", "RENAME_NOREPLACE", "Plan", "Refused", "in_history", "is_temp_name"]
 
 RENAME_EXCHANGE = 2
 
@@ -163,34 +163,40 @@ def target_folder(catalog: Catalog, slug: str, path: str) -> staging.Place:
 
 
 def keeps_versions(path: str) -> bool:
-    """Whether the versions of ``path`` that a change replaces or removes are kept (§7.2):
-    every memory file's; not a writer's own temporary, swap or backup file (a rule of
-    names.py matches it, or Claude Code's temp name), whose versions are not memory and
-    would crowd out the project's bytes for history."""
-    if in_history(path) or is_temp_name(parent_of(path)[1]):
-        return False
-    return cached_path_rule(path) is None
+    """`history.keeps_versions`, with the name rules' answers kept (holdings.py)."""
+    return history.keeps_versions(path, cached_path_rule)
 
 
-def keep_for(config: Config, catalog: Catalog, project: Project, path: str) -> staging.Keep | None:
+def keep_for(
+    config: Config, catalog: Catalog, project: Project, path: str, size: int | None = None
+) -> staging.Keep | None:
     """Where the version of ``path`` a change replaces or removes is kept (§7.2): the own
     source's ``.history/<path>/<own>@<UTC>.md``, the last ``versions`` of it, and the
     oldest kept versions of the project that must go so that the project stays within
-    ``history_bytes`` (view/kept.py)."""
+    ``history_bytes`` (view/kept.py). ``size``: the bytes kept, when they are not the own
+    version's at ``path`` (a replaced writer's stage)."""
     own = config.own
     place = catalog.own_place(project.slug)
     if own is None or place is None or not keeps_versions(path):
         return None
     limits = config.limits
-    replaced = next(
-        (
-            v.size
-            for v in project.versions(path)
-            if project.origins[v.origin].source == config.own_index
-        ),
-        0,
+    replaced = (
+        size
+        if size is not None
+        else next(
+            (
+                v.size
+                for v in project.versions(path)
+                if project.origins[v.origin].source == config.own_index
+            ),
+            0,
+        )
     )
-    drop = project.kept.over_budget(path, replaced, limits.history_bytes) if replaced else []
+    drop = (
+        project.kept.over_budget(path, replaced, limits.history_bytes, limits.versions)
+        if replaced
+        else []
+    )
     folder = place.below(history.HISTORY, *sources.split(path))
     return staging.Keep(folder, own.name, limits.versions, path, place, tuple(drop))
 
@@ -230,19 +236,6 @@ def writable_leaf(project: Project, path: str) -> Leaf:
     if leaf.kind not in (Kind.FILE, Kind.MEMORY):
         raise Refused(errno.EACCES)
     return leaf
-
-
-# Claude Code's temporary name (§7.3): ``<file>.tmp.<pid>.<12 hex digits>``.
-_TEMP_NAME = re.compile(r".+\.tmp\.[0-9]+\.[0-9a-f]{12}", re.DOTALL)
-
-
-def is_temp_name(name: str) -> bool:
-    """Whether ``name`` is a writer's temporary name, renamed over its target a moment after
-    it is written. Its first commit makes its bytes durable but not its name: the name
-    that matters is the final one, and the rename through the mount fsyncs the folder.
-    Lost in a power cut before that rename, it leaves the target as it was, the same as
-    the writer's own sequence on a local disk (which fsyncs no folder at all)."""
-    return _TEMP_NAME.fullmatch(name) is not None
 
 
 def check_size(config: Config, size: int) -> None:
@@ -353,12 +346,13 @@ class Planner:
         plan.read_again(self.own, self._own_origin(), path)
         return plan
 
-    def keep_stage(self, stage: staging.Stage, path: str) -> Plan:
+    def keep_stage(self, stage: staging.Stage, path: str, size: int) -> Plan:
         """A writer whose name was replaced by another file while it was open: its bytes
-        become a kept version of ``path`` (§7.2), not the file. A writer's own temporary,
-        swap or backup file keeps nothing (`keeps_versions`): its bytes go."""
+        (``size`` of them) become a kept version of ``path`` (§7.2), not the file. A
+        writer's own temporary, swap or backup file keeps nothing (`keeps_versions`): its
+        bytes go."""
         plan = self._plan("keep", path)
-        keep = self._keep(path)
+        keep = keep_for(self.config, self.catalog, self.project, path, size)
         if keep is None:
             plan.change = None
             return plan
