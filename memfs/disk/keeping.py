@@ -161,10 +161,10 @@ def _keep_into(
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(old, dir_fd=kfd)
         return [old for old, _ in mine], False
-    if _same_bytes_kept(size, read, kfd, mine):
-        return [], False
     n = max((history.order(v)[1] for v, _ in mine), default=0) + 1
     target = history.version_name(keep.prefix, mtime_ns, n)
+    if _same_bytes_kept(size, read, kfd, mine) is not None:
+        return [], False  # kept already: identical bytes are one version
     # The last ``last`` with this one: pruned first, then linked, so memfs killed between
     # the two leaves no more than ``last``.
     touched = [old for old, _ in mine[: max(0, len(mine) + 1 - keep.last)]]
@@ -198,14 +198,14 @@ def _same_bytes_kept(
     read: Callable[[], bytes | None],
     kfd: int,
     kept: list[tuple[str, os.stat_result]],
-) -> bool:
-    """Whether a kept version holds the very bytes of the version (identical bytes are one
-    version, §7.2). Only versions of the same size are read."""
+) -> str | None:
+    """The kept version holding the very bytes of the version, if one does (identical
+    bytes are one version, §7.2). Only versions of the same size are read."""
     same_size = [v for v, vst in kept if vst.st_size == size]
     if not same_size:
-        return False
+        return None
     mine = read()
-    return any(_read_at(kfd, v) == mine for v in same_size)
+    return next((v for v in reversed(same_size) if _read_at(kfd, v) == mine), None)
 
 
 def _read_at(dir_fd: int, name: str) -> bytes | None:

@@ -27,6 +27,10 @@ class KeptVersion:
     view: str  # `.history/<path>/<name>`
     size: int
     kept_ns: int  # when it was kept: its file's ctime
+    # The order the view learned of it: a plan reads back what it kept before the next
+    # plan runs, so among versions of one ctime (the clock ticks every few ms) this is the
+    # order kept.
+    seq: int = 0
 
     @property
     def of(self) -> str:
@@ -34,8 +38,8 @@ class KeptVersion:
         return self.view[len(HISTORY) + 1 :].rpartition("/")[0]
 
 
-def _age(k: KeptVersion) -> tuple[int, str]:
-    return (k.kept_ns, k.view)
+def _age(k: KeptVersion) -> tuple[int, int]:
+    return (k.kept_ns, k.seq)
 
 
 class KeptVersions:
@@ -43,14 +47,16 @@ class KeptVersions:
     path."""
 
     def __init__(self) -> None:
-        self._by_age: SortedKeyList[KeptVersion, tuple[int, str]] = SortedKeyList(key=_age)
+        self._by_age: SortedKeyList[KeptVersion, tuple[int, int]] = SortedKeyList(key=_age)
         self._by_view: dict[str, KeptVersion] = {}
-        self._of: dict[str, SortedKeyList[KeptVersion, tuple[int, str]]] = {}
+        self._of: dict[str, SortedKeyList[KeptVersion, tuple[int, int]]] = {}
         self.bytes = 0
+        self._seq = 0
 
     def put(self, view: str, size: int, kept_ns: int) -> None:
         self.discard(view)
-        k = KeptVersion(view, size, kept_ns)
+        self._seq += 1
+        k = KeptVersion(view, size, kept_ns, self._seq)
         if not k.of:
             return  # a file right under .history/ is no version of any path
         self._by_age.add(k)
