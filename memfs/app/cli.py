@@ -503,7 +503,7 @@ def _print_all(text: str) -> None:
 
 
 def cmd_adopt(args: argparse.Namespace, env: Mapping[str, str]) -> int:
-    from memfs.view import adopt  # AdoptError reaches main() as a one-line user error
+    from memfs.app import adopt  # AdoptError reaches main() as a one-line user error
 
     cfg = _load(args, env)
     if args.action == "list":

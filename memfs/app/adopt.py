@@ -23,8 +23,9 @@ The adopted folder is only read, through sources.py.
 Indices are 1-based. `take` accepts the full sha256 or any prefix of at least `HASH_SHOWN`
 hex digits; `make_list` prints that prefix.
 
-Layer view: imports neither pyfuse3 nor trio. Synchronous and blocking (fsync per file);
-meant for the CLI, one caller at a time. A running mount needs no help: it sees the new
+Layer app: the logic of ``memfs adopt`` (cli.py), which runs without a mount: it reads and
+writes the disk itself. Imports neither pyfuse3 nor trio. Synchronous and blocking (fsync
+per file); meant for the CLI, one caller at a time. A running mount needs no help: it sees the new
 files in the own source through inotify like any other write made on disk.
 """
 
