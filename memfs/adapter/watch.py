@@ -545,7 +545,7 @@ class Watcher:
         if not project.origins[target.origin].admits(path):
             return  # a Claude Code config folder's other files (§4.1): its tool's, not memory
         if mask & IN_ISDIR and not mask & (ENTRY_EVENTS | IN_DELETE_SELF | IN_MOVE_SELF):
-            # A folder's own attributes: read afresh at the next getattr (folder_stat);
+            # A folder's own attributes: read afresh at the next getattr (read_folders);
             # a rescan would only move the atimes of every folder it lists.
             project.tree.changes.add(path)
             touched[project.slug] = project

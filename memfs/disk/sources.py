@@ -16,7 +16,7 @@ import logging
 import os
 import secrets
 import stat
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -383,6 +383,16 @@ def stat_folder(root: Path, parts: Sequence[str], path: str) -> FileStat | None:
     if not stat.S_ISDIR(st.st_mode):
         return None
     return _file_stat(path, st)
+
+
+def stat_first_folder(places: Iterable[tuple[Path, Sequence[str]]], path: str) -> FileStat | None:
+    """`stat_folder` of ``path`` below each of ``places`` (root, parts) in turn: the first
+    real folder found, or None."""
+    for root, parts in places:
+        found = stat_folder(root, parts, path)
+        if found is not None:
+            return found
+    return None
 
 
 def read_file(root: Path, parts: Sequence[str], path: str, limit: int) -> bytes:

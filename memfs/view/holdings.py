@@ -457,16 +457,13 @@ class Holdings:
     def versions(self, path: str) -> list[Version]:
         return list(self._versions.get(path, ()))
 
-    def folder_stat(self, path: str) -> sources.FileStat | None:
-        """A real folder behind view folder ``path``: the own source's, else the first."""
+    def folder_origins(self, path: str) -> list[Origin]:
+        """The origins holding a real folder at view folder ``path``, in the order its
+        attributes are looked for: the own source's first, then by origin (memory only; the
+        caller stats them, `sources.stat_first_folder`, in a worker while serving)."""
         own = self.config.own_index
         holders = sorted(self._dirs.get(path, ()), key=lambda i: (self.origins[i].source != own, i))
-        for i in holders:
-            origin = self.origins[i]
-            found = sources.stat_folder(origin.root, origin.parts, path)
-            if found is not None:
-                return found
-        return None
+        return [self.origins[i] for i in holders]
 
     def dir_holders(self, path: str) -> set[int]:
         return self._dirs.get(path, set())
