@@ -58,6 +58,7 @@ from helpers import (
 from memfs.adapter import folders as folders_module
 from memfs.adapter import fs, kernel
 from memfs.adapter.fs import HERE_INODE, ROOT_INODE, STATUS_XATTR, MemFS
+from memfs.app import offline
 from memfs.disk import config as cfg
 from memfs.disk import sources
 from memfs.disk.pins import folder_limit
@@ -800,7 +801,7 @@ async def _project_loaded_again(sample: Sample, a: pyfuse3.EntryAttributes) -> b
     """Its source folders went and came back: another Project object shows the slug."""
     catalog = sample.ops.catalog
     del catalog._projects[CLAUDE_SLUG]
-    catalog.adopt(catalog.build(CLAUDE_SLUG))
+    catalog.adopt(offline.build(catalog, CLAUDE_SLUG))
     return OWN_A.encode()
 
 
@@ -950,7 +951,7 @@ def _built_again(sample: Sample, path: str) -> bytes:
     """Another Project object shows the slug, with the very same files: the one the warm
     record names is let go."""
     catalog = sample.ops.catalog
-    catalog.adopt(catalog.build(CLAUDE_SLUG))
+    catalog.adopt(offline.build(catalog, CLAUDE_SLUG))
     return (sample.own / path).read_bytes()
 
 
@@ -1335,7 +1336,7 @@ async def test_a_project_appearing_in_a_source_invalidates_its_root_entry(
     assert ops.catalog.folder_added(work, slug) == slug
     ops.publisher.root_changed(slug)
     assert ("entry", ROOT_INODE, slug.encode()) in drain(ops)
-    ops.catalog.loaded()[slug].rescan(0)  # what the watcher then reads, off the thread
+    offline.rescan(ops.catalog.loaded()[slug], 0)  # what the watcher then reads, off the thread
     project = await ops.lookup(ROOT_INODE, slug.encode(), CTX)
     assert project.st_ino == empty.st_ino  # the same folder, now with memory
     assert (await ops.lookup(project.st_ino, b"n.md", CTX)).st_size == 2

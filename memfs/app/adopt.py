@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memfs.app import offline
 from memfs.disk import config as cfg
 from memfs.disk import sources, staging, state
 from memfs.rules import history
@@ -187,7 +188,7 @@ def make_list(config: cfg.Config, slug: str, *, clock: Clock = time.time_ns) -> 
         AdoptError: no own source, or no source has the project.
     """
     own = _own_source(config)
-    project = Catalog(config).project(slug)
+    project = offline.load_project(config, slug)
     if project is None:
         raise AdoptError(f"no source has project {slug}; check 'memfs sources' and the PATH given")
     origins = [o for o in project.origins if not config.sources[o.source].own]

@@ -16,14 +16,18 @@ import logging
 import os
 import secrets
 import stat
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from memfs.rules import names
 
 log = logging.getLogger(__name__)
+
+K = TypeVar("K")
 
 # Names memfs itself creates in the own source while staging a write (see staging.py). They
 # are never part of the merged view (names.RULES), and recovery removes leftovers.
@@ -205,6 +209,19 @@ def scan(
             result.left_out.append((under, f"cannot open: {exc.strerror}"))
             log.warning("cannot open source folder %s: %s", where, exc)
     return result
+
+
+def scan_each(
+    folders: Iterable[tuple[K, Path, Sequence[str], frozenset[str] | None]], max_bytes: int
+) -> dict[K, tuple[Scan, int]]:
+    """`scan` of each (key, root, parts, only) folder, with when its scan began
+    (time.monotonic_ns), by key: what a project is built from (view/catalog.py's
+    `Catalog.build`)."""
+    found = {}
+    for key, root, parts, only in folders:
+        at = time.monotonic_ns()
+        found[key] = (scan(root, parts, max_bytes, only), at)
+    return found
 
 
 def _scan_dir(

@@ -53,10 +53,12 @@ class Project(Holdings):
         self,
         slug: str,
         config: Config,
-        origins: Iterable[Origin] = (),
         whiteouts: Iterable[tuple[str, str, int]] = (),
-        hidden_lines: Iterable[str] = (),
+        hidden_lines: Iterable[str] | Mapping[str, Iterable[str]] = (),
     ) -> None:
+        """A view of no folder yet: its origins come with their scans (`add_origin`), and
+        ``whiteouts`` and ``hidden_lines`` are what the state folder keeps of it
+        (state.load_project, read by the caller)."""
         super().__init__(slug, config, whiteouts, hidden_lines)
         self.tree: Tree[Leaf] = Tree()
         self.generation = 0
@@ -74,8 +76,6 @@ class Project(Holdings):
         # MEMORY.md's union, PREAMBLE.md and the bodies they read (holds this weakly)
         self.documents = Documents(self)
         self.tree.add(PREAMBLE, Leaf(Kind.PREAMBLE))
-        for origin in origins:
-            self.add_origin(origin)
 
     # --- what Holdings asks of the view (besides `_refresh`, below) -----------------
 

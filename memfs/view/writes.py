@@ -132,8 +132,10 @@ def absorb(catalog: Catalog, project: Project, plan: Plan, applied: Applied) -> 
     if applied.scan is not None and plan.rescan is not None:
         project.rescan(plan.rescan, applied.scan, at)
     if not catalog.has(project.slug) and applied.error is None:
-        # The first write into a project no source held: the own folder exists now.
-        catalog.own_folder_made(project.slug)
+        # The first write into a project no source held: the own folder exists now. The
+        # project written into is the catalog's (its empty view's), unless that view was let
+        # go meanwhile: one built anew keeps what this one knows of the state folder.
+        catalog.own_folder_made(project.slug, project.saved)
         return True
     return False
 
