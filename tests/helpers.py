@@ -140,7 +140,7 @@ def project_of(
     whiteouts: Iterable[tuple[str, str, int]] = (),
 ) -> Project:
     """A project of ``origins``, each read from disk now, with ``whiteouts``."""
-    project = Project(slug, config, whiteouts)
+    project = Project(slug, config, whiteouts, read_body=sources.read_file)
     for origin in origins:
         offline.add_origin(project, origin)
     return project

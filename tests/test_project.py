@@ -31,10 +31,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memfs.app import offline
+from memfs.disk import sources
 from memfs.disk.config import Config, PreambleSettings, SourceSpec
 from memfs.disk.sources import FileStat
 from memfs.rules.tree import ancestors
-from memfs.view import documents as project_documents
 from memfs.view.project import HISTORY, Kind, Leaf, Origin, Project, history_stamp
 
 PROPS = settings(deadline=None, max_examples=100, database=None)
@@ -1007,7 +1007,7 @@ def test_a_dropped_project_is_freed_by_reference_counting_alone(fh: FakeHome) ->
     project.preamble(FILES_AT, now_ns=at(100))
     project.documents.stale_own_heads()
     project.documents.memory_over_limit()
-    project.keep_bodies(project_documents.read_bodies(project.bodies_wanted(now_ns=at(100))))
+    project.keep_bodies(sources.read_bodies(project.bodies_wanted(now_ns=at(100))))
     project._check()
     gone = weakref.ref(project)
     was_enabled = gc.isenabled()
@@ -1042,14 +1042,14 @@ def test_bodies_read_ahead_leave_the_renderings_nothing_to_read(
     for part in (b"latest handoff", b"work line", b"[c](c.md)", b"topic 40", b"body 79"):
         assert part in want_preamble, part  # handoff, union, descriptions, newest inlined
     project = load_project(fh.config())
-    project.keep_bodies(project_documents.read_bodies(project.bodies_wanted(now_ns=at(100))))
+    project.keep_bodies(sources.read_bodies(project.bodies_wanted(now_ns=at(100))))
     reads: list[str] = []
 
     def refuse(root: Path, parts: object, path: str, limit: int) -> bytes:
         reads.append(path)
         raise AssertionError(f"read {path} on the request thread")
 
-    monkeypatch.setattr(project_documents.sources, "read_file", refuse)
+    monkeypatch.setattr(project, "read_body", refuse)
     assert project.memory_index() == want_memory
     assert project.preamble(FILES_AT, now_ns=at(100)) == want_preamble
     assert reads == []

@@ -43,7 +43,7 @@ from memfs.adapter.inodes import (
 )
 from memfs.adapter.kernel import Kernel, Publisher, ReadOpens
 from memfs.adapter.loading import Projects
-from memfs.adapter.renderings import Renderings
+from memfs.adapter.renderings import Renderings, read_body
 from memfs.adapter.stages import Stages
 from memfs.adapter.userlevel import GlobalFolder
 from memfs.adapter.watch import Watcher
@@ -110,7 +110,7 @@ class MemFS(control.RootXattrs, pyfuse3.Operations):
         self.config = config
         # /proc/<pid>/cwd is always resolved: compare `here` callers with the real path.
         self.mountpoint = Path(os.path.realpath(mountpoint))
-        self.catalog = Catalog(config)
+        self.catalog = Catalog(config, read_body=read_body)
         self.projects = Projects(self.catalog)
         self.stats = status.Stats()
         self.kernel = Kernel()

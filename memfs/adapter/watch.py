@@ -260,7 +260,8 @@ class Watcher:
     def _build(self, slug: str, origins: list[Origin]) -> tuple[Project, Pairs]:
         """Worker thread: the project, every folder watched before it is scanned."""
         config = self.catalog.config
-        project = Project(slug, config, *state.load_project(config.state_dir, slug))
+        saved = state.load_project(config.state_dir, slug)
+        project = Project(slug, config, *saved, read_body=self.catalog.read_body)
         pairs: Pairs = []
         for origin in origins:
             i = project.add_origin(origin, sources.Scan(exists=False))

@@ -28,6 +28,7 @@ from memfs.rules import names
 log = logging.getLogger(__name__)
 
 K = TypeVar("K")
+BodyRead = tuple[Path, tuple[str, ...], str, int]  # (root, parts, path, limit) of a body
 
 # Names memfs itself creates in the own source while staging a write (see staging.py). They
 # are never part of the merged view (names.RULES), and recovery removes leftovers.
@@ -435,6 +436,19 @@ def read_file(root: Path, parts: Sequence[str], path: str, limit: int) -> bytes:
         return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+def read_bodies(reads: Sequence[tuple[K, BodyRead]]) -> dict[K, tuple[int, bytes]]:
+    """Every read that succeeds, by key, with the limit it was read with (the renderings'
+    bodies read ahead in a worker, view/documents.py's `bodies_wanted`; a file gone since
+    is left to the rendering, which reports it)."""
+    out: dict[K, tuple[int, bytes]] = {}
+    for key, (root, parts, path, limit) in reads:
+        try:
+            out[key] = (limit, read_file(root, parts, path, limit))
+        except OSError:
+            continue
+    return out
 
 
 def _open_unseen(name: str, dir_fd: int) -> int:

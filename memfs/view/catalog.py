@@ -29,6 +29,7 @@ from memfs.disk.roots import Listing
 from memfs.rules import names
 from memfs.rules import slug as slugs
 from memfs.view import userlevel
+from memfs.view.documents import BodyReader
 from memfs.view.project import Origin, Project
 
 log = logging.getLogger(__name__)
@@ -47,8 +48,11 @@ def is_project_name(name: str) -> bool:
 
 
 class Catalog:
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, read_body: BodyReader | None = None) -> None:
         self.config = config
+        # How its projects read a body a rendering needs that was not read ahead (the
+        # owner's: the adapter's, a command's; `Project.read_body`)
+        self.read_body = read_body
         # canonical slug -> {(source index, folder name in that source's root)}
         self._slugs: SortedDict[str, set[tuple[int, str]]] | None = None
         self._projects: dict[str, Project] = {}  # canonical slug -> loaded project
@@ -149,7 +153,7 @@ class Catalog:
         scan with when it began (``scans``, `sources.scan_each`). A folder with no scan is
         registered unread, for its caller to read (`Holdings.rescan`). Memory only; not
         published until `adopt`."""
-        project = Project(slug, self.config, *saved)
+        project = Project(slug, self.config, *saved, read_body=self.read_body)
         for origin in self.origins(slug):
             found = scans.get(origin) if scans is not None else None
             if found is None:
@@ -173,7 +177,7 @@ class Catalog:
         if found is None:
             if len(self._empty) >= MAX_EMPTY:
                 self._empty.clear()  # views of nothing: cheap to make again
-            found = self._empty[slug] = Project(slug, self.config)
+            found = self._empty[slug] = Project(slug, self.config, read_body=self.read_body)
         return found
 
     def _origin(self, source: int, name: str) -> Origin:
