@@ -7,11 +7,12 @@ The package is five layers, each a subpackage; a layer imports only the layers b
   history names, the MEMORY.md union, PREAMBLE.md's rendering). No I/O, no threads.
 - ``disk``: every access to real folders and to the system (source folders, staging and
   committing writes, the state folder, the configuration and its discovery, /proc).
-- ``view``: the merged view of the sources (projects, the catalog of projects, write plans,
-  adopting an old account). Reads and plans; the disk layer does the I/O.
+- ``view``: the merged view of the sources (projects, the catalog of projects, write
+  plans). Memory only: it is given what the disk holds and plans what the disk layer does.
 - ``adapter``: the FUSE filesystem (pyfuse3 and trio): handlers, what the kernel may cache,
   open files and inode numbers, the watcher, worker threads.
-- ``app``: the commands, the mount's lifecycle, the service unit, the demo.
+- ``app``: the commands (restore, log and adopt among them, which run without a mount),
+  the mount's lifecycle, the service unit, the demo.
 
 pyfuse3 and trio are imported only by ``adapter`` and ``app``. §N in comments cites the
 behaviour contract, docs/BEHAVIOUR.md.

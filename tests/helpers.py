@@ -21,6 +21,7 @@ import trio
 from fakes import FakeContext, FakeToken
 
 from memfs.adapter.fs import ROOT_INODE, MemFS
+from memfs.app import offline
 from memfs.disk import config as cfg
 from memfs.disk import sources
 from memfs.disk.sources import STAGE_PREFIX
@@ -132,9 +133,22 @@ def origins_for(config: cfg.Config, slug: str) -> list[Origin]:
     return found
 
 
+def project_of(
+    slug: str,
+    config: cfg.Config,
+    origins: Iterable[Origin],
+    whiteouts: Iterable[tuple[str, str, int]] = (),
+) -> Project:
+    """A project of ``origins``, each read from disk now, with ``whiteouts``."""
+    project = Project(slug, config, whiteouts, read_body=sources.read_file)
+    for origin in origins:
+        offline.add_origin(project, origin)
+    return project
+
+
 def load_project(config: cfg.Config, slug: str = CLAUDE_SLUG) -> Project:
     """A project freshly loaded from disk, checked."""
-    project = Project(slug, config, origins_for(config, slug))
+    project = project_of(slug, config, origins_for(config, slug))
     project._check()
     return project
 
@@ -302,7 +316,7 @@ def rescan(ops: MemFS, slug: str = CLAUDE_SLUG) -> Project:
     """What the watcher does after inotify reports a change in a loaded project's folders."""
     project = ops.catalog.loaded()[slug]
     for i in range(len(project.origins)):
-        project.rescan(i)
+        offline.rescan(project, i)
     project._check()
     return project
 

@@ -27,13 +27,12 @@ from helpers import (
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memfs.app import cli
+from memfs.app import adopt, cli
+from memfs.app.adopt import HASH_SHOWN, LIST_TTL_NS, AdoptError, AdoptionList
 from memfs.disk import state
 from memfs.disk.config import Config
 from memfs.rules.index import link_target
 from memfs.rules.slug import project_slug
-from memfs.view import adopt
-from memfs.view.adopt import HASH_SHOWN, LIST_TTL_NS, AdoptError, AdoptionList
 from memfs.view.project import history_stamp
 
 PROPS = settings(deadline=None, max_examples=100, database=None)

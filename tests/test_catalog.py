@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from memfs.app import offline
 from memfs.disk import config as cfg
 from memfs.disk import state
 from memfs.view.catalog import Catalog
@@ -19,9 +20,7 @@ def catalog_of(tmp_path: Path) -> Catalog:
     path = tmp_path / "config.toml"
     path.write_text(f'[[source]]\nname = "own"\npath = "{own}/{{slug}}/memory"\nown = true\n')
     env = {"HOME": str(tmp_path / "home"), "XDG_STATE_HOME": str(tmp_path / "state")}
-    catalog = Catalog(cfg.load(env, path))
-    catalog.load_listing()
-    return catalog
+    return offline.listed(cfg.load(env, path))
 
 
 def test_a_project_made_through_the_mount_takes_its_whiteouts_from_disk(
@@ -29,7 +28,7 @@ def test_a_project_made_through_the_mount_takes_its_whiteouts_from_disk(
 ) -> None:
     catalog = catalog_of(tmp_path)
     state.save_whiteouts(catalog.config.state_dir, SLUG, {("old.md", "work", 7)})
-    project = catalog.own_folder_made(SLUG)
+    project = catalog.own_folder_made(SLUG, state.load_project(catalog.config.state_dir, SLUG))
     assert project.whiteouts == {("old.md", "work", 7)}
     assert catalog.loaded()[SLUG] is project
     catalog._check()

@@ -16,10 +16,12 @@ import json
 import os
 import stat
 import subprocess
+import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pyfuse3
 import pytest
@@ -53,9 +55,12 @@ from helpers import (
     write_through,
 )
 
+from memfs.adapter import folders as folders_module
 from memfs.adapter import fs, kernel
 from memfs.adapter.fs import HERE_INODE, ROOT_INODE, STATUS_XATTR, MemFS
+from memfs.app import offline
 from memfs.disk import config as cfg
+from memfs.disk import sources
 from memfs.disk.pins import folder_limit
 from memfs.disk.sources import NAME_MAX
 from memfs.rules.slug import claude_slug
@@ -341,9 +346,11 @@ def spy_shown(ops: MemFS, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, st
     made: list[tuple[str, str]] = []
     of = ops.shown.of
 
-    def spied(ino: int, key: tuple[str, str], project: object) -> pyfuse3.EntryAttributes:
+    def spied(
+        ino: int, key: tuple[str, str], project: object, *read: object
+    ) -> pyfuse3.EntryAttributes:
         made.append(key)
-        return of(ino, key, project)  # type: ignore[arg-type]
+        return of(ino, key, project, *read)  # type: ignore[arg-type]
 
     monkeypatch.setattr(ops.shown, "of", spied)
     return made
@@ -384,6 +391,83 @@ async def test_a_warm_readdir_sends_every_entry_as_the_first_made_it(
     for name, sent in first.items():
         found = await ops.lookup(project.st_ino, name, CTX)
         assert sent == fields(found), name
+
+
+def spy_folder_stats(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, bool]]:
+    """(view folder, whether on the trio thread) of every real folder stat from now on."""
+    made: list[tuple[str, bool]] = []
+    stat_folder = sources.stat_folder
+
+    def spied(root: Path, parts: Sequence[str], path: str) -> sources.FileStat | None:
+        made.append((path, threading.current_thread() is threading.main_thread()))
+        return stat_folder(root, parts, path)
+
+    monkeypatch.setattr(sources, "stat_folder", spied)
+    return made
+
+
+async def test_a_folders_attributes_are_its_real_folders_read_in_a_worker(
+    sample: Sample, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """§7a, §7.6: a folder below a project's top shows its real folder's mode and times,
+    read off the request thread (the kernel then keeps them an hour), the own source's
+    folder first; and again after a change through the mount."""
+    ops = sample.ops
+
+    def times(folder: Path) -> tuple[int, int]:
+        st = folder.stat()  # its atime as the scans left it
+        return st.st_atime_ns, st.st_mtime_ns
+
+    os.utime(sample.work / "sub", ns=(at(-50), at(-70)))
+    stats = spy_folder_stats(monkeypatch)
+    found = await walk(ops, f"{CLAUDE_SLUG}/sub")
+    assert (found.st_atime_ns, found.st_mtime_ns) == times(sample.work / "sub")
+    assert found.st_mtime_ns == at(-70)
+    assert stat.S_IMODE(found.st_mode) == stat.S_IMODE((sample.work / "sub").stat().st_mode)
+    assert fields(await ops.getattr(found.st_ino, CTX)) == fields(found)
+    (sample.own / "sub").mkdir()
+    os.utime(sample.own / "sub", ns=(at(-5), at(-7)))
+    rescan(ops)
+    shown = await ops.getattr(found.st_ino, CTX)
+    assert (shown.st_atime_ns, shown.st_mtime_ns) == times(sample.own / "sub")
+    assert shown.st_mtime_ns == at(-7)  # the own source's folder first
+    assert {path for path, _ in stats} == {"sub"}
+    assert not any(on_trio for _, on_trio in stats)
+
+
+@pytest.mark.usefixtures("readdir_reply")
+async def test_readdir_reads_subfolders_in_a_worker_a_batch_at_a_time(
+    sample: Sample, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """§7a: each subfolder's entry shows its real folder's times, read off the request
+    thread, `READ_AHEAD` entries' in one worker call: a listing longer than that too."""
+    ops = sample.ops
+    count = folders_module.READ_AHEAD + 40
+    for i in range(count):
+        (sample.own / f"dir{i:03}").mkdir()
+        os.utime(sample.own / f"dir{i:03}", ns=(at(-i), at(-i)))
+    project = await walk(ops, CLAUDE_SLUG)
+    stats = spy_folder_stats(monkeypatch)
+    calls = 0
+    read = ops.shown.read_folders
+
+    async def counted(*args: Any) -> dict[str, sources.FileStat | None]:
+        nonlocal calls
+        calls += 1
+        return await read(*args)
+
+    monkeypatch.setattr(ops.shown, "read_folders", counted)
+    fh = await ops.opendir(project.st_ino, CTX)
+    token = FakeToken()
+    await ops.readdir(fh, 0, token)
+    await ops.releasedir(fh)
+    sent = {os.fsdecode(name): a for name, a, _ in token.accepted}
+    assert len(sent) == len(PROJECT_LISTING) + count
+    assert all(sent[f"dir{i:03}"].st_mtime_ns == at(-i) for i in range(count))
+    assert sent["sub"].st_mtime_ns == (sample.work / "sub").stat().st_mtime_ns
+    assert calls == 2  # 256 entries' subfolders, then the rest
+    assert len(stats) == count + 1
+    assert not any(on_trio for _, on_trio in stats)
 
 
 @pytest.mark.usefixtures("readdir_reply")
@@ -501,12 +585,14 @@ async def test_a_readdir_failing_mid_way_counts_no_lookup(
     attrs_of = ops.shown.of
     made = 0
 
-    def fails_third(ino: int, key: tuple[str, str], p: object) -> pyfuse3.EntryAttributes:
+    def fails_third(
+        ino: int, key: tuple[str, str], p: object, *read: object
+    ) -> pyfuse3.EntryAttributes:
         nonlocal made
         made += 1
         if made == 3:
             raise RuntimeError("an unexpected failure")
-        return attrs_of(ino, key, p)  # type: ignore[arg-type]
+        return attrs_of(ino, key, p, *read)  # type: ignore[arg-type]
 
     monkeypatch.setattr(ops.shown, "of", fails_third)
     token = FakeToken()
@@ -715,7 +801,7 @@ async def _project_loaded_again(sample: Sample, a: pyfuse3.EntryAttributes) -> b
     """Its source folders went and came back: another Project object shows the slug."""
     catalog = sample.ops.catalog
     del catalog._projects[CLAUDE_SLUG]
-    catalog.adopt(catalog.build(CLAUDE_SLUG))
+    catalog.adopt(offline.build(catalog, CLAUDE_SLUG))
     return OWN_A.encode()
 
 
@@ -865,7 +951,7 @@ def _built_again(sample: Sample, path: str) -> bytes:
     """Another Project object shows the slug, with the very same files: the one the warm
     record names is let go."""
     catalog = sample.ops.catalog
-    catalog.adopt(catalog.build(CLAUDE_SLUG))
+    catalog.adopt(offline.build(catalog, CLAUDE_SLUG))
     return (sample.own / path).read_bytes()
 
 
@@ -1250,7 +1336,7 @@ async def test_a_project_appearing_in_a_source_invalidates_its_root_entry(
     assert ops.catalog.folder_added(work, slug) == slug
     ops.publisher.root_changed(slug)
     assert ("entry", ROOT_INODE, slug.encode()) in drain(ops)
-    ops.catalog.loaded()[slug].rescan(0)  # what the watcher then reads, off the thread
+    offline.rescan(ops.catalog.loaded()[slug], 0)  # what the watcher then reads, off the thread
     project = await ops.lookup(ROOT_INODE, slug.encode(), CTX)
     assert project.st_ino == empty.st_ino  # the same folder, now with memory
     assert (await ops.lookup(project.st_ino, b"n.md", CTX)).st_size == 2

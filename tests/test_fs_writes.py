@@ -857,6 +857,22 @@ async def test_utimens_of_the_atime_alone_keeps_the_mtime(sample: Sample, notes:
     assert (await find(ops, "notes.md")).st_mtime_ns == at(8)
 
 
+async def test_utimens_of_one_time_of_a_folder_keeps_the_other_as_the_disk_has_it(
+    sample: Sample,
+) -> None:
+    """§7.6: the time not asked for is the own folder's, read by the plan's worker call."""
+    ops = sample.ops
+    folder = sample.own / "sub"
+    folder.mkdir()
+    os.utime(folder, ns=(at(3), at(4)))
+    attrs = await chattr(ops, "sub", atime=at(6))
+    assert (folder.stat().st_atime_ns, folder.stat().st_mtime_ns) == (at(6), at(4))
+    assert (attrs.st_atime_ns, attrs.st_mtime_ns) == (at(6), at(4))
+    attrs = await chattr(ops, "sub", mtime=at(9))
+    assert (folder.stat().st_atime_ns, folder.stat().st_mtime_ns) == (at(6), at(9))
+    assert (attrs.st_atime_ns, attrs.st_mtime_ns) == (at(6), at(9))
+
+
 async def test_utimens_times_read_back_through_lookup_and_getattr(
     sample: Sample, notes: Path
 ) -> None:

@@ -15,11 +15,11 @@ import pytest
 from gemini_layout import GeminiCli, gemini_id
 from helpers import FakeHome, at, fake_home, write
 
+from memfs.app import offline
 from memfs.disk import config as cfg
 from memfs.disk import gemini
 from memfs.disk.gemini import Mapping
 from memfs.rules.slug import claude_slug
-from memfs.view.catalog import Catalog
 from memfs.view.project import HISTORY, Kind, history_stamp
 
 
@@ -188,10 +188,10 @@ def both_tools(fh: FakeHome, tmp_path: Path) -> tuple[str, Path, Path]:
 def test_gemini_memory_joins_the_claude_code_project(tmp_path: Path) -> None:
     fh = fake_home(tmp_path, (".claude",), pi=False)
     slug, _, memory = both_tools(fh, tmp_path)
-    catalog = Catalog(cfg.load(fh.env))
+    catalog = offline.listed(cfg.load(fh.env))
     assert [s.name for s in catalog.config.sources] == ["claude", "pi", "gemini", "codex"]
     assert catalog.slugs() == [slug]  # one project, not two
-    project = catalog.project(slug)
+    project = offline.load(catalog, slug)
     assert project is not None
     catalog._check()
     # Both tools' topics; MEMORY.md the union of both indexes; the own head wins.
@@ -223,11 +223,11 @@ def test_two_gemini_folders_of_one_project_and_folders_of_none(tmp_path: Path) -
     write(cli.memory(folder(repo, "web")) / "web.md", "from web/\n", at(2))
     write(cli.memory(folder(tmp_path, "gone")) / "lost.md", "lost\n", at(3))
     (tmp_path / "gone").rmdir()
-    catalog = Catalog(cfg.load(fh.env))
+    catalog = offline.listed(cfg.load(fh.env))
     slug = claude_slug(str(repo))
     assert catalog.slugs() == [slug]
     assert [o.parts for o in catalog.origins(slug)] == [("repo", "memory"), ("web", "memory")]
-    project = catalog.project(slug)
+    project = offline.load(catalog, slug)
     assert project is not None
     assert {"top.md", "web.md"} <= set(project.heads)
 
@@ -236,8 +236,8 @@ def test_remap_moves_a_folder_between_projects(tmp_path: Path) -> None:
     fh = fake_home(tmp_path, (".claude",), pi=False)
     slug, _, memory = both_tools(fh, tmp_path)
     other = folder(tmp_path, "elsewhere")
-    catalog = Catalog(cfg.load(fh.env))
-    project = catalog.project(slug)
+    catalog = offline.listed(cfg.load(fh.env))
+    project = offline.load(catalog, slug)
     assert project is not None
     assert "deploys.md" in project.heads
     gemini_index = [s.name for s in catalog.config.sources].index("gemini")

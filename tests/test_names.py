@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from helpers import CLAUDE_SLUG, fake_home
 
+from memfs.app import offline
 from memfs.rules import names
-from memfs.view.catalog import Catalog
 
 # key -> (names the rule leaves out, look-alikes no rule may touch). Folder-only rules are
 # checked as folders, the others as files.
@@ -290,7 +290,7 @@ def test_the_catalog_lists_no_dot_folder_on_first_listing_or_when_added(tmp_path
     for marker in (".stfolder", ".stversions", ".git"):
         (root / marker / "memory").mkdir(parents=True)
     (root / ".DS_Store").write_bytes(b"\0\0\0\1Bud1")
-    catalog = Catalog(fh.config())
+    catalog = offline.listed(fh.config())
     assert catalog.slugs() == [CLAUDE_SLUG]
     # Later, the watcher reports new folders at the root: dot names are still refused.
     for marker in (".stversions", ".git", ".new-marker"):
@@ -298,6 +298,6 @@ def test_the_catalog_lists_no_dot_folder_on_first_listing_or_when_added(tmp_path
         assert catalog.folder_added(0, marker) is None
     assert catalog.folder_added(0, "-home-b") == "-home-b"
     assert catalog.slugs() == [CLAUDE_SLUG, "-home-b"]
-    assert catalog.project("-stfolder") is None
-    assert catalog.project("-git") is None
+    assert offline.load(catalog, "-stfolder") is None
+    assert offline.load(catalog, "-git") is None
     catalog._check()

@@ -13,6 +13,7 @@ from helpers import FakeHome, at, fake_home, load_project, write
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from memfs.app import offline
 from memfs.disk.config import Config, PreambleSettings
 from memfs.rules import preamble as preamble_mod
 from memfs.rules.budget import cut_utf8, water_fill
@@ -1124,13 +1125,13 @@ def test_stale_own_heads_follow_changes(fh: FakeHome) -> None:
     project = load_project(fh.config())
     assert project.documents.stale_own_heads() == []
     write(work / "a.md", "newer\n", at(20))
-    project.rescan(1)
+    offline.rescan(project, 1)
     project._check()
     assert project.documents.stale_own_heads() == [
         ("a.md", f"{HISTORY}/a.md/work@{history_stamp(at(20))}.md")
     ]
     write(own / "a.md", "own, newest again\n", at(30))
-    project.rescan(0)
+    offline.rescan(project, 0)
     assert project.documents.stale_own_heads() == []
 
 
@@ -1248,7 +1249,7 @@ def test_preamble_stays_cached_per_change(fh: FakeHome) -> None:
     text = project.preamble(MOUNT_AT, NOW)
     assert project.preamble(MOUNT_AT, NOW + 1) is text
     write(fh.memory(".claude-work") / "notes.md", "newer\n", at(20))
-    project.rescan(1)
+    offline.rescan(project, 1)
     assert b"own copy older than" in project.preamble(MOUNT_AT, NOW + 2)
 
 
@@ -1475,7 +1476,7 @@ def test_preamble_n_renderings_are_cached_per_change(fh: FakeHome) -> None:
     assert project.preamble(MOUNT_AT, NOW + 1, budget=700) != small
     assert b"[\xe2\x80\xa6 " in small  # cut, with its marker
     write(fh.memory(".claude-work") / "notes.md", "newer\n", at(20))
-    project.rescan(1)
+    offline.rescan(project, 1)
     assert b"own copy older than" in project.preamble(MOUNT_AT, NOW + 2, budget=600)
     for n in range(300, 300 + 3 * project_documents.SIZED_KEPT):
         project.preamble(MOUNT_AT, NOW, budget=n)

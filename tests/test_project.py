@@ -23,16 +23,18 @@ from helpers import (
     at,
     fake_home,
     load_project,
+    project_of,
     view,
     write,
 )
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from memfs.app import offline
+from memfs.disk import sources
 from memfs.disk.config import Config, PreambleSettings, SourceSpec
 from memfs.disk.sources import FileStat
 from memfs.rules.tree import ancestors
-from memfs.view import documents as project_documents
 from memfs.view.project import HISTORY, Kind, Leaf, Origin, Project, history_stamp
 
 PROPS = settings(deadline=None, max_examples=100, database=None)
@@ -331,7 +333,7 @@ def test_whiteout_hides_a_read_only_empty_folder(fh: FakeHome) -> None:
     assert not project.tree.is_dir("old")
     assert project.whiteout("mine") == []  # the own folder is removed, never whited out
     assert project.tree.is_dir("mine")
-    again = Project(CLAUDE_SLUG, project.config, project.origins, project.whiteouts)
+    again = project_of(CLAUDE_SLUG, project.config, project.origins, project.whiteouts)
     again._check()
     assert view(again) == view(project)
     project.set_whiteouts(set())
@@ -388,7 +390,7 @@ def test_rescan_matches_a_fresh_load(fh: FakeHome) -> None:
     write(fh.memory(".claude") / "MEMORY.md", "- [a](a.md)\n", at(9))
     (fh.pi() / "MEMORY.md").unlink()
     for i in range(len(project.origins)):
-        project.rescan(i)
+        offline.rescan(project, i)
         project._check()
     assert view(project) == view(load_project(fh.config()))
 
@@ -434,7 +436,7 @@ def test_a_kept_copy_with_the_computed_history_name_outlives_the_original(
     project = load_project(fh.config())
     (name,) = [p for p, _ in project.tree.leaves() if p.startswith(".history/a.md/")]
     write(fh.memory(".claude") / name, "old body", at(1))
-    project.rescan(0)
+    offline.rescan(project, 0)
     project._check()
     project.drop_version(1, "a.md")
     project._check()
@@ -532,7 +534,7 @@ def apply(project: Project, ops: list[Op]) -> None:
 
 def empty_project(base: Path) -> Project:
     """A project whose origins are registered but hold nothing yet (their folders are absent)."""
-    return Project(SLUG, three_sources(base), four_origins(base / "absent"))
+    return project_of(SLUG, three_sources(base), four_origins(base / "absent"))
 
 
 def normalised(project: Project) -> list[tuple[str, Kind, object, frozenset[object]]]:
@@ -599,7 +601,7 @@ def test_merge_does_not_depend_on_order(
         write(origins[i].folder / path, body(i, path, mtime), mtime)
     for i, path in dirs:
         (origins[i].folder / path).mkdir(parents=True, exist_ok=True)
-    c = Project(SLUG, three_sources(base), origins)
+    c = project_of(SLUG, three_sources(base), origins)
     c._check()
     assert normalised(c) == normalised(a)
     assert folders(c) == folders(a)
@@ -695,7 +697,7 @@ def test_preamble_is_cached_until_the_project_changes(fh: FakeHome) -> None:
     text = project.preamble(FILES_AT, at(100))
     assert project.preamble(FILES_AT, at(101)) is text
     write(own / "b.md", "second", at(2))
-    project.rescan(0)
+    offline.rescan(project, 0)
     project._check()
     assert b"second" in project.preamble(FILES_AT, at(102))
 
@@ -808,7 +810,7 @@ def test_a_writers_temp_file_in_the_own_source_stays_shown_across_loads(fh: Fake
         # The writer's temp file is its own business: never in PREAMBLE.md.
         assert temp.encode() not in project.preamble(FILES_AT, now_ns=at(100))
         assert b"RSYNCED-BODY" not in project.preamble(FILES_AT, now_ns=at(100))
-    project.rescan(0)  # a rescan (an inotify overflow) keeps it too
+    offline.rescan(project, 0)  # a rescan (an inotify overflow) keeps it too
     assert shown(project)[temp] == (Kind.FILE, "claude")
     (own / temp).rename(own / "notes.md")
     project.drop_version(0, temp)
@@ -935,13 +937,13 @@ def test_a_rescan_under_a_folder_changes_what_lies_below_it_alone(fh: FakeHome) 
     i = 0
     write(own / "new" / "n.md", "n", at(4))
     (own / "a.md").unlink()  # unseen by a scan of new/ alone
-    project.rescan(i, project.scan(i, "new"), None, "new")
+    project.rescan(i, offline.scan(project, i, "new"), None, "new")
     project._check()
     assert project.tree.leaf("new/n.md") is not None
     assert project.tree.is_dir("new")
     assert project.tree.leaf("a.md") is not None
     shutil.rmtree(own / "old")
-    project.rescan(i, project.scan(i, "old"), None, "old")
+    project.rescan(i, offline.scan(project, i, "old"), None, "old")
     project._check()
     for gone in ("old/o.md", "old/in/i.md"):
         assert project.tree.leaf(gone) is None
@@ -961,7 +963,7 @@ def test_a_rescan_that_finds_nothing_new_changes_nothing(fh: FakeHome) -> None:
     before, generation = view(project), project.generation
     project.tree.changes.clear()
     for i in range(len(project.origins)):
-        project.rescan(i)
+        offline.rescan(project, i)
         project._check()
     assert project.generation == generation
     assert not project.tree.changes
@@ -970,13 +972,13 @@ def test_a_rescan_that_finds_nothing_new_changes_nothing(fh: FakeHome) -> None:
     # A file that did change is still taken in by the same rescan.
     w = project.origins.index(next(o for o in project.origins if o.source == 1))
     write(work / "w3.md", "work 3, longer now", at(40))
-    project.rescan(w)
+    offline.rescan(project, w)
     project._check()
     assert project.generation > generation
     assert project.tree.changes == {"w3.md"}
     # The rescan's time is taken in for the files it found unchanged too: an older look
     # coming back late loses, a later one wins, and a later one stays over the rescan.
-    scan, t = project.scan(w), 10**15
+    scan, t = offline.scan(project, w), 10**15
     project.rescan(w, scan, t)
     project.observe(w, "w5.md", None, t - 1)
     assert project.tree.leaf("w5.md") is not None
@@ -1005,7 +1007,7 @@ def test_a_dropped_project_is_freed_by_reference_counting_alone(fh: FakeHome) ->
     project.preamble(FILES_AT, now_ns=at(100))
     project.documents.stale_own_heads()
     project.documents.memory_over_limit()
-    project.keep_bodies(project_documents.read_bodies(project.bodies_wanted(now_ns=at(100))))
+    project.keep_bodies(sources.read_bodies(project.bodies_wanted(now_ns=at(100))))
     project._check()
     gone = weakref.ref(project)
     was_enabled = gc.isenabled()
@@ -1040,21 +1042,21 @@ def test_bodies_read_ahead_leave_the_renderings_nothing_to_read(
     for part in (b"latest handoff", b"work line", b"[c](c.md)", b"topic 40", b"body 79"):
         assert part in want_preamble, part  # handoff, union, descriptions, newest inlined
     project = load_project(fh.config())
-    project.keep_bodies(project_documents.read_bodies(project.bodies_wanted(now_ns=at(100))))
+    project.keep_bodies(sources.read_bodies(project.bodies_wanted(now_ns=at(100))))
     reads: list[str] = []
 
     def refuse(root: Path, parts: object, path: str, limit: int) -> bytes:
         reads.append(path)
         raise AssertionError(f"read {path} on the request thread")
 
-    monkeypatch.setattr(project_documents.sources, "read_file", refuse)
+    monkeypatch.setattr(project, "read_body", refuse)
     assert project.memory_index() == want_memory
     assert project.preamble(FILES_AT, now_ns=at(100)) == want_preamble
     assert reads == []
     # A second look wants nothing more; a change wants only what it changed.
     assert project.bodies_wanted(now_ns=at(100)) == []
     write(own / "t79.md", "---\ndescription: changed\n---\nbody 79, changed\n", at(20))
-    project.rescan(0)
+    offline.rescan(project, 0)
     assert [v.path for v, _ in project.bodies_wanted(now_ns=at(100))] == ["t79.md"]
     project.documents.drop_bodies()  # dropped: the disk again
     with pytest.raises(AssertionError, match="on the request thread"):

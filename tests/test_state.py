@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from helpers import CLAUDE_SLUG, at, fake_home, write
 
+from memfs.app import adopt
 from memfs.disk import state
-from memfs.view import adopt
 
 UMASKS = [0o022, 0o000, 0o077]
 NOBODY = 65534  # a user id no test runs as

@@ -12,9 +12,8 @@ from helpers import fake_home, write
 
 from memfs.app import mount
 from memfs.disk import config as cfg
-from memfs.disk import sources
+from memfs.disk import roots, sources
 from memfs.view import userlevel
-from memfs.view.catalog import Catalog
 
 
 def _config(tmp_path: Path, text: str) -> cfg.Config:
@@ -40,7 +39,7 @@ def test_a_codex_source_in_the_config(tmp_path: Path) -> None:
     assert userlevel.own_origin(config, "global/claude") == claude
     assert userlevel.own_origin(config, "global/codex") is None
     # The codex folder is no root of projects.
-    assert Catalog(config).read_listing() == []
+    assert roots.list_roots(config) == []
 
 
 @pytest.mark.parametrize(

@@ -25,6 +25,7 @@ from helpers import eventually
 from memfs.adapter import watch, workers
 from memfs.adapter.turns import Turns
 from memfs.adapter.watch import Watcher, read_events
+from memfs.app import offline
 from memfs.disk import config as cfg
 from memfs.disk import sources, staging
 from memfs.disk.inotify import IN_CREATE, IN_DELETE, Inotify
@@ -66,7 +67,7 @@ async def test_a_source_root_created_after_the_mount_is_watched_and_listed(
     own.mkdir(parents=True)
     late = tmp_path / "home" / ".claude-work" / "projects"  # nothing of it exists yet
     config = load(tmp_path, {"own": own, "work": late})
-    catalog = Catalog(config)
+    catalog = offline.listed(config)
     assert catalog.slugs() == []
     recorder = Recorder()
     watcher = Watcher(catalog, recorder)
@@ -80,7 +81,7 @@ async def test_a_source_root_created_after_the_mount_is_watched_and_listed(
             # The root is watched from now on: a second project shows too.
             (late / "-home-a-other").mkdir()
             await eventually(lambda: catalog.has("-home-a-other"), "a later project")
-            project = catalog.project(SLUG)
+            project = offline.load(catalog, SLUG)
             assert project is not None
             assert project.tree.leaf("a.md") is not None
             nursery.cancel_scope.cancel()

@@ -1,9 +1,10 @@
 """What stat shows of the view: pyfuse3 attributes of the root, projects, folders and files.
 
 Layer adapter: knows pyfuse3's EntryAttributes; reads the catalog, projects and open files,
-never changes them; called on the trio thread only. Its one disk access is
-`Project.folder_stat` (an fstatat of a real folder, which the kernel then keeps an hour).
-§4 (owner, real size and mtime), 7.6 (modes, st_nlink, atime).
+never changes them; called on the trio thread only. A folder below a project's top shows
+its real folder's mode and times: the caller reads them first, in a worker (`read_folders`,
+`of_read`: an fstatat or two, for what the kernel has not cached; it keeps them an hour),
+and gives them to `of`. §4 (owner, real size and mtime), 7.6 (modes, st_nlink, atime), 7a.
 """
 
 from __future__ import annotations
@@ -13,11 +14,13 @@ import os
 import stat
 import struct
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
+from types import MappingProxyType
 
 import pyfuse3
 
+from memfs.adapter import workers
 from memfs.adapter.inodes import GLOBAL_KEY, HERE_KEY, ROOT_KEY, Key
 from memfs.adapter.kernel import Token, token_of
 from memfs.adapter.writing import OpenFile, OpenFiles
@@ -31,6 +34,10 @@ from memfs.view.project import PREAMBLE, Kind, Leaf, Project
 CACHE_TIMEOUT = 3600.0  # long kernel caching, kept true by invalidation (FUSE-NOTES)
 _NONE_VOLATILE: frozenset[str] = frozenset()
 SIZED_LEAF = Leaf(Kind.PREAMBLE)  # what a PREAMBLE-<N>.md shows: no tree holds it (§6)
+# View folder path -> the real folder whose attributes it shows, as a worker read it (None:
+# none found); `Shown.of` takes what its caller read.
+Folders = Mapping[str, sources.FileStat | None]
+NOTHING_READ: Folders = MappingProxyType({})
 
 
 def leaf_of(project: Project, path: str) -> Leaf | None:
@@ -102,8 +109,40 @@ class Shown:
         attrs.attr_timeout = 0
         return attrs
 
-    def of(self, ino: int, key: Key, project: Project | None) -> pyfuse3.EntryAttributes:
-        """``key``'s attributes; ``project`` is its project, loaded (None at the root)."""
+    def shows_folder(self, key: Key, project: Project | None) -> bool:
+        """Whether ``key`` may be a folder that shows a real folder's attributes (below a
+        project's top, outside .history/): `of` wants it read first."""
+        path = key[1]
+        return (
+            project is not None
+            and bool(path)
+            and project.tree.is_dir(path)
+            and not in_history(path)
+        )
+
+    async def read_folders(
+        self, project: Project, paths: Iterable[str]
+    ) -> dict[str, sources.FileStat | None]:
+        """The real folder behind each of ``paths`` (view folders of ``project``), read in
+        one worker call (§7a): the own source's, else the first origin's that has it."""
+        where = [
+            (path, [(o.root, o.parts) for o in project.folder_origins(path)]) for path in paths
+        ]
+        return await workers.run(_stat_folders, where)
+
+    async def of_read(self, ino: int, key: Key, project: Project | None) -> pyfuse3.EntryAttributes:
+        """`of`, the real folder behind a folder read first in a worker when it has one."""
+        read = NOTHING_READ
+        if project is not None and self.shows_folder(key, project):
+            read = await self.read_folders(project, [key[1]])
+        return self.of(ino, key, project, read)
+
+    def of(
+        self, ino: int, key: Key, project: Project | None, folders: Folders = NOTHING_READ
+    ) -> pyfuse3.EntryAttributes:
+        """``key``'s attributes; ``project`` is its project, loaded (None at the root);
+        ``folders``: the real folders the caller read (`read_folders`), one for a folder
+        that shows one's attributes."""
         slug, path = key
         if key == ROOT_KEY:  # its folders: every project and global/
             return self.folder(ino, 0o755, self.started_ns, 3 + len(self.catalog.slugs()))
@@ -123,7 +162,7 @@ class Shown:
         assert project is not None
         leaf = leaf_of(project, path)
         if leaf is None:
-            return self._not_a_file(ino, key, project)
+            return self._not_a_file(ino, key, project, folders)
         mtime = project.mtime_ns(leaf, drawn_on_nothing=self.started_ns)
         if leaf.kind is Kind.PREAMBLE:
             size = self.preamble_size(ino, project, path)
@@ -145,7 +184,9 @@ class Shown:
         atime = leaf.version.atime_ns if leaf.kind is Kind.FILE else 0
         return self.entry(ino, stat.S_IFREG | self.file_mode(leaf), size, mtime, atime_ns=atime)
 
-    def _not_a_file(self, ino: int, key: Key, project: Project) -> pyfuse3.EntryAttributes:
+    def _not_a_file(
+        self, ino: int, key: Key, project: Project, folders: Folders
+    ) -> pyfuse3.EntryAttributes:
         """A name that holds no head: a file being created, a folder, or a left-out file."""
         path = key[1]
         pending = self.files.pending(key)
@@ -157,7 +198,13 @@ class Shown:
         nlink = 2 + project.tree.subdirs(path)
         if in_history(path):
             return self.folder(ino, 0o555, self.started_ns, nlink)
-        found = project.folder_stat(path)
+        if path not in folders:
+            # Not read: it became a folder after its caller looked. What the merge shows,
+            # kept by the kernel for no time: the next getattr reads it.
+            attrs = self.folder(ino, self.dir_mode(), self.started_ns, nlink)
+            attrs.attr_timeout = attrs.entry_timeout = 0
+            return attrs
+        found = folders[path]
         if found is None:  # a folder only the merge makes: no real one to show
             return self.folder(ino, self.dir_mode(), self.started_ns, nlink)
         mode = found.mode if self.config.own is not None else found.mode & ~0o222
@@ -328,6 +375,11 @@ class Listing:
         """The project whose folder this lists; "" for the root and global/."""
         return self._slug
 
+    @property
+    def folder(self) -> str:
+        """The view folder a project's listing lists ("" for its top, the root's, global/'s)."""
+        return self._prefix.removesuffix("/")
+
     def name(self, pos: int) -> bytes:
         return self._names[pos].encode("utf-8", "surrogateescape")  # os.fsencode's
 
@@ -408,6 +460,13 @@ class Listings:
         if not pending:
             self._kept[folder] = listing
         return listing
+
+
+def _stat_folders(
+    where: list[tuple[str, list[tuple[Path, tuple[str, ...]]]]],
+) -> dict[str, sources.FileStat | None]:
+    """Worker thread: each view folder's real folder, the first of its places that has it."""
+    return {path: sources.stat_first_folder(places, path) for path, places in where}
 
 
 def statvfs_of(root: Path) -> pyfuse3.StatvfsData:

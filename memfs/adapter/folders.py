@@ -4,7 +4,8 @@ Layer adapter (pyfuse3), trio thread only. A listing is a snapshot per handle: c
 positions in it, so a folder changing mid-listing neither skips nor repeats an entry. A
 project folder's listing keeps its entries' attributes while its stamp holds (attrs.py,
 `Listings`, packed), so a warm `ls` or walk builds no attributes: each entry's six
-kept fields are copied into one object as it is sent.
+kept fields are copied into one object as it is sent. A subfolder's entry shows its real
+folder's attributes, read with the next entries' in one worker call (§7a).
 """
 
 from __future__ import annotations
@@ -14,12 +15,17 @@ from collections.abc import Awaitable, Callable
 
 import pyfuse3
 
-from memfs.adapter.attrs import Listing, Listings, Shown
+from memfs.adapter.attrs import NOTHING_READ, Folders, Listing, Listings, Shown
 from memfs.adapter.inodes import GLOBAL, GLOBAL_KEY, HERE, HERE_KEY, Inodes, Key
 from memfs.adapter.renderings import Renderings
 from memfs.adapter.writing import OpenFiles
 from memfs.view.catalog import Catalog
 from memfs.view.project import PREAMBLE, Project
+
+# Entries whose subfolders' real folders one worker call reads, from the first a reply
+# makes: more than a reply takes (a getdents buffer of 32 KiB, about 200 entries with
+# their attributes).
+READ_AHEAD = 256
 
 
 class OpenFolders:
@@ -43,6 +49,7 @@ class OpenFolders:
         self.listings = Listings(shown)  # folder -> entries with attributes, kept
         self._open: dict[int, Listing] = {}  # folder handle -> snapshot
         self._sending = shown.sending()  # each kept entry's attributes, in turn
+        self._scratch = shown.sending()  # what `_subfolders` asks of the kept entries
         self._next = 1
 
     def open_root(self) -> int:
@@ -88,6 +95,7 @@ class OpenFolders:
         # The entries of a project folder share its project; the root's (slugs) have none.
         project: Project | None = None
         kept = False  # whether the attributes kept in the listing still hold
+        folders = NOTHING_READ  # the real folders read for the subfolders' entries
         slug = listing.slug
         if slug:
             project = self.catalog.loaded().get(slug) or await self._project(slug)
@@ -103,7 +111,14 @@ class OpenFolders:
             if ino:
                 attrs = sending
             else:
-                found = self._entry_attrs(listing, pos, project, kept)
+                if project is not None and self._unread(listing, pos, project, folders):
+                    # A subfolder: its real folder and the next entries' are read in one
+                    # worker call (§7a); each entry then shows the project as it is now.
+                    wanted = self._subfolders(listing, pos, project, kept)
+                    folders = await self.shown.read_folders(project, wanted)
+                    project = self.catalog.loaded().get(slug) or await self._project(slug)
+                    kept = kept and listing.holds(project, self.inodes.epoch)
+                found = self._entry_attrs(listing, pos, project, kept, folders)
                 if found is None:
                     continue  # vanished since opendir
                 attrs, ino = found, found.st_ino
@@ -112,8 +127,29 @@ class OpenFolders:
             taken.append(ino)
         self.inodes.looked_up_all(taken)
 
+    def _subfolders(self, listing: Listing, start: int, project: Project, kept: bool) -> list[str]:
+        """The subfolders among the `READ_AHEAD` entries from ``start`` whose attributes a
+        reply would make (not kept): their real folders are to be read."""
+        found = []
+        scratch = self._scratch
+        for pos in range(start, min(len(listing), start + READ_AHEAD)):
+            if kept and listing.kept(pos, scratch):
+                continue
+            key = listing.key(pos)
+            if self.shown.shows_folder(key, project):
+                found.append(key[1])
+        return found
+
+    def _unread(self, listing: Listing, pos: int, project: Project, folders: Folders) -> bool:
+        """Whether entry ``pos`` is a subfolder whose real folder was not read yet (O(1);
+        no subfolder at all in most memory folders)."""
+        if not project.tree.subdirs(listing.folder):
+            return False
+        key = listing.key(pos)
+        return key[1] not in folders and self.shown.shows_folder(key, project)
+
     def _entry_attrs(
-        self, listing: Listing, pos: int, project: Project | None, kept: bool
+        self, listing: Listing, pos: int, project: Project | None, kept: bool, folders: Folders
     ) -> pyfuse3.EntryAttributes | None:
         """Listing entry ``pos``'s attributes made (and kept when they may be), its inode
         number given; None if it is gone."""
@@ -122,7 +158,7 @@ class OpenFolders:
             if key[1] == PREAMBLE and project is not None:
                 return self._preamble_entry(listing, key, project, kept)
             if attrs is None:  # given: global/PREAMBLE.md's
-                attrs = self.shown.of(0, key, project)
+                attrs = self.shown.of(0, key, project, folders)
         except pyfuse3.FUSEError:
             return None
         if not kept or not attrs.st_ino:

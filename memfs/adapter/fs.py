@@ -43,7 +43,7 @@ from memfs.adapter.inodes import (
 )
 from memfs.adapter.kernel import Kernel, Publisher, ReadOpens
 from memfs.adapter.loading import Projects
-from memfs.adapter.renderings import Renderings
+from memfs.adapter.renderings import Renderings, read_body
 from memfs.adapter.stages import Stages
 from memfs.adapter.userlevel import GlobalFolder
 from memfs.adapter.watch import Watcher
@@ -110,7 +110,7 @@ class MemFS(control.RootXattrs, pyfuse3.Operations):
         self.config = config
         # /proc/<pid>/cwd is always resolved: compare `here` callers with the real path.
         self.mountpoint = Path(os.path.realpath(mountpoint))
-        self.catalog = Catalog(config)
+        self.catalog = Catalog(config, read_body=read_body)
         self.projects = Projects(self.catalog)
         self.stats = status.Stats()
         self.kernel = Kernel()
@@ -179,7 +179,7 @@ class MemFS(control.RootXattrs, pyfuse3.Operations):
         if budget is not None:  # global/PREAMBLE.md, PREAMBLE-<N>.md (§4.1)
             return await self.global_folder.attrs(ino, budget)
         project = await self.projects.get(slug) if slug and path else None
-        return self.shown.of(ino, key, project)
+        return await self.shown.of_read(ino, key, project)
 
     @_handler
     async def lookup(
@@ -450,7 +450,7 @@ class MemFS(control.RootXattrs, pyfuse3.Operations):
         self._writable(key)
         project = await self.projects.get(key[0])
         await self.stages.set_attrs(project, key[1], ctx.pid, mode, size, (atime, mtime))
-        return self.shown.of(inode, key, project)
+        return await self.shown.of_read(inode, key, project)
 
     @_handler
     async def unlink(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
@@ -500,7 +500,7 @@ class MemFS(control.RootXattrs, pyfuse3.Operations):
             )
         ino = self.inodes.number(key)
         self.inodes.looked_up(ino)
-        return self.shown.of(ino, key, project if key[1] else None)
+        return await self.shown.of_read(ino, key, project if key[1] else None)
 
     @_handler
     async def rmdir(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:

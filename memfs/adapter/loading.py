@@ -2,7 +2,9 @@
 
 Layer adapter (trio), trio thread only. With a watcher (a mount), the watcher lists the
 source roots and builds projects in worker threads, one load per project however many
-requests wait for it; without one (the adapter tests), a worker call does the same.
+requests wait for it; without one (the adapter tests), a worker call reads the same (the
+listing, what the state folder keeps of a project, its folders' scans) and the catalog
+builds the project from them here.
 """
 
 from __future__ import annotations
@@ -14,8 +16,9 @@ import pyfuse3
 from memfs.adapter import workers
 from memfs.adapter.inodes import Key
 from memfs.adapter.watch import Watcher
+from memfs.disk import roots, sources, state
 from memfs.view.catalog import Catalog
-from memfs.view.project import Project
+from memfs.view.project import Origin, Project
 
 
 class Projects:
@@ -30,7 +33,7 @@ class Projects:
         if self.watcher is not None:
             await self.watcher.listing()
         elif not self.catalog.listed:
-            self.catalog.set_listing(await workers.run(self.catalog.read_listing))
+            self.catalog.set_listing(await workers.run(roots.list_roots, self.catalog.config))
 
     async def get(self, slug: str) -> Project:
         """``slug``'s project, loaded off this thread on first use; an empty one for a
@@ -42,8 +45,17 @@ class Projects:
         if self.watcher is not None:
             project = await self.watcher.load(slug)
         elif self.catalog.has(slug):
-            project = await workers.run(self.catalog.build, slug)
-            project = self.catalog.loaded().get(slug) or self.catalog.adopt(project)
+            config = self.catalog.config
+            folders = [(o, o.root, o.parts, o.only) for o in self.catalog.origins(slug)]
+
+            def read() -> tuple[state.Saved, dict[Origin, tuple[sources.Scan, int]]]:
+                saved = state.load_project(config.state_dir, slug)
+                return saved, sources.scan_each(folders, config.limits.max_file_bytes)
+
+            saved, scans = await workers.run(read)
+            project = self.catalog.loaded().get(slug) or self.catalog.adopt(
+                self.catalog.build(slug, saved, scans)
+            )
         if project is None:
             project = self.catalog.empty(slug)
         if project is None:

@@ -12,8 +12,9 @@ from __future__ import annotations
 import trio
 
 from memfs.adapter import workers
+from memfs.disk import sources
 from memfs.view.catalog import Catalog
-from memfs.view.project import Project, read_bodies
+from memfs.view.project import Project
 
 SETTLE_S = 0.01  # a project's bodies are read ahead once its changes pause this long
 
@@ -57,6 +58,6 @@ class ReadAhead:
         wanted = [(project, reads) for project, reads in wanted if reads]
         if not wanted:
             return
-        found = await workers.run(lambda: [read_bodies(reads) for _, reads in wanted])
+        found = await workers.run(lambda: [sources.read_bodies(reads) for _, reads in wanted])
         for (project, _), bodies in zip(wanted, found, strict=True):
             project.keep_bodies(bodies)

@@ -19,11 +19,20 @@ from __future__ import annotations
 from pathlib import Path
 
 from memfs.adapter.inodes import Inodes, Key
+from memfs.disk import sources
 from memfs.disk.config import Config
 from memfs.rules.preamble import sized_budget
 from memfs.view.catalog import Catalog
 from memfs.view.documents import empty_preamble
 from memfs.view.project import PREAMBLE, Project
+
+
+def read_body(root: Path, parts: tuple[str, ...], path: str, limit: int) -> bytes:
+    """A body a rendering needs that no worker read ahead (a file changed within the 10 ms
+    before the read-ahead, or one the read-ahead did not foresee): read here, on the
+    request thread, the one disk read a rendering makes (§7a's known exception). Every
+    loaded project's reader (`Catalog.read_body`)."""
+    return sources.read_file(root, parts, path, limit)
 
 
 class Renderings:

@@ -8,7 +8,7 @@ it is looked up again at each lookup and open, never cached by the kernel (timeo
 direct I/O), since nothing would tell the kernel when one of three projects changed it.
 
 It is prepared as a project's PREAMBLE.md is (§7a): the bodies it draws on are read in a
-worker thread (`Documents.bodies_wanted`, `read_bodies`, as the watcher reads ahead), and
+worker thread (`Documents.bodies_wanted`, `sources.read_bodies`, as the watcher reads ahead), and
 the trio thread then renders it from those cached inputs only, once per budget and state
 of the three projects (their generations): a lookup, a stat and an open in a row cost one
 rendering, and any change to a kind's view makes a new one, so none is served stale.
@@ -26,12 +26,12 @@ import pyfuse3
 from memfs.adapter import workers
 from memfs.adapter.attrs import Shown
 from memfs.adapter.inodes import GLOBAL, Key
+from memfs.disk import sources
 from memfs.disk.config import Config
 from memfs.rules import userpreamble
 from memfs.rules.preamble import sized_budget
 from memfs.view import userlevel
 from memfs.view.catalog import Catalog
-from memfs.view.documents import read_bodies
 from memfs.view.project import PREAMBLE, Project
 
 RENDERINGS_KEPT = 8  # budgets whose rendering is kept (PREAMBLE.md and a few PREAMBLE-<N>.md)
@@ -79,7 +79,7 @@ class GlobalFolder:
         wanted = [(p, p.bodies_wanted()) for p in projects]
         wanted = [(p, reads) for p, reads in wanted if reads]
         if wanted:
-            found = await workers.run(lambda: [read_bodies(reads) for _, reads in wanted])
+            found = await workers.run(lambda: [sources.read_bodies(reads) for _, reads in wanted])
             for (p, _), bodies in zip(wanted, found, strict=True):
                 p.keep_bodies(bodies)
             kinds, projects = await self._projects()

@@ -56,7 +56,7 @@ from memfs.adapter.watches import (
     Target,
     Watches,
 )
-from memfs.disk import sources, state
+from memfs.disk import roots, sources, state
 from memfs.disk.inotify import (
     IN_CREATE,
     IN_DELETE,
@@ -217,7 +217,7 @@ class Watcher:
             await self._once("", self._list)
 
     async def _list(self) -> None:
-        self.catalog.set_listing(await workers.run(self.catalog.read_listing))
+        self.catalog.set_listing(await workers.run(roots.list_roots, self.catalog.config))
 
     async def load(self, slug: str) -> Project | None:
         """The loaded project of ``slug``, built off the trio thread on first use; None
@@ -260,7 +260,8 @@ class Watcher:
     def _build(self, slug: str, origins: list[Origin]) -> tuple[Project, Pairs]:
         """Worker thread: the project, every folder watched before it is scanned."""
         config = self.catalog.config
-        project = Project(slug, config, (), *state.load_project(config.state_dir, slug))
+        saved = state.load_project(config.state_dir, slug)
+        project = Project(slug, config, *saved, read_body=self.catalog.read_body)
         pairs: Pairs = []
         for origin in origins:
             i = project.add_origin(origin, sources.Scan(exists=False))
@@ -545,7 +546,7 @@ class Watcher:
         if not project.origins[target.origin].admits(path):
             return  # a Claude Code config folder's other files (§4.1): its tool's, not memory
         if mask & IN_ISDIR and not mask & (ENTRY_EVENTS | IN_DELETE_SELF | IN_MOVE_SELF):
-            # A folder's own attributes: read afresh at the next getattr (folder_stat);
+            # A folder's own attributes: read afresh at the next getattr (read_folders);
             # a rescan would only move the atimes of every folder it lists.
             project.tree.changes.add(path)
             touched[project.slug] = project

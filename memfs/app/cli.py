@@ -30,10 +30,10 @@ from typing import Any, NoReturn
 
 from memfs import __version__
 from memfs.adapter.status import STATUS_XATTR
+from memfs.app import offline
 from memfs.disk import config, gemini, state
 from memfs.rules import slug
 from memfs.view import userlevel
-from memfs.view.catalog import Catalog
 
 log = logging.getLogger("memfs")
 
@@ -237,7 +237,7 @@ def cmd_preamble(args: argparse.Namespace, env: Mapping[str, str]) -> int:
             cfg, preamble=dataclasses.replace(cfg.preamble, budget=args.budget)
         )
     project_slug = slug.project_slug(args.path or os.getcwd())
-    project = Catalog(cfg).project(project_slug)
+    project = offline.load_project(cfg, project_slug)
     if project is None:
         raise UserError(
             f"no source has project {project_slug}; check 'memfs sources' and the PATH given"
@@ -503,7 +503,7 @@ def _print_all(text: str) -> None:
 
 
 def cmd_adopt(args: argparse.Namespace, env: Mapping[str, str]) -> int:
-    from memfs.view import adopt  # AdoptError reaches main() as a one-line user error
+    from memfs.app import adopt  # AdoptError reaches main() as a one-line user error
 
     cfg = _load(args, env)
     if args.action == "list":

@@ -24,10 +24,10 @@ from pathlib import Path
 
 from memfs.adapter import restoring
 from memfs.adapter.status import STATUS_XATTR
+from memfs.app import offline
 from memfs.disk import config, journal, state
 from memfs.rules import slug as slugs
 from memfs.view import restore
-from memfs.view.catalog import Catalog
 from memfs.view.writes import Planner, Refused
 
 HERE = "here"
@@ -163,8 +163,8 @@ def _on_disk(where: Located, ask: restore.Ask, env: Mapping[str, str]) -> str:
     """The mount is down: the same choice and plan, run here on the sources and the state
     folder (nothing else writes there meanwhile but the tools themselves)."""
     cfg = config.load(env, where.config)
-    catalog = Catalog(cfg)
-    project = catalog.project(where.project)
+    catalog = offline.listed(cfg)
+    project = offline.load(catalog, where.project)
     if project is None:
         raise HistoryError(f"no source holds project {where.project}; see 'memfs sources'")
     try:

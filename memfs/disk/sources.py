@@ -16,14 +16,19 @@ import logging
 import os
 import secrets
 import stat
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from memfs.rules import names
 
 log = logging.getLogger(__name__)
+
+K = TypeVar("K")
+BodyRead = tuple[Path, tuple[str, ...], str, int]  # (root, parts, path, limit) of a body
 
 # Names memfs itself creates in the own source while staging a write (see staging.py). They
 # are never part of the merged view (names.RULES), and recovery removes leftovers.
@@ -207,6 +212,19 @@ def scan(
     return result
 
 
+def scan_each(
+    folders: Iterable[tuple[K, Path, Sequence[str], frozenset[str] | None]], max_bytes: int
+) -> dict[K, tuple[Scan, int]]:
+    """`scan` of each (key, root, parts, only) folder, with when its scan began
+    (time.monotonic_ns), by key: what a project is built from (view/catalog.py's
+    `Catalog.build`)."""
+    found = {}
+    for key, root, parts, only in folders:
+        at = time.monotonic_ns()
+        found[key] = (scan(root, parts, max_bytes, only), at)
+    return found
+
+
 def _scan_dir(
     fd: int, prefix: str, max_bytes: int, out: Scan, depth: int, only: frozenset[str] | None = None
 ) -> None:
@@ -385,6 +403,16 @@ def stat_folder(root: Path, parts: Sequence[str], path: str) -> FileStat | None:
     return _file_stat(path, st)
 
 
+def stat_first_folder(places: Iterable[tuple[Path, Sequence[str]]], path: str) -> FileStat | None:
+    """`stat_folder` of ``path`` below each of ``places`` (root, parts) in turn: the first
+    real folder found, or None."""
+    for root, parts in places:
+        found = stat_folder(root, parts, path)
+        if found is not None:
+            return found
+    return None
+
+
 def read_file(root: Path, parts: Sequence[str], path: str, limit: int) -> bytes:
     """At most ``limit`` bytes of a source file, opened without following any link.
 
@@ -408,6 +436,19 @@ def read_file(root: Path, parts: Sequence[str], path: str, limit: int) -> bytes:
         return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+def read_bodies(reads: Sequence[tuple[K, BodyRead]]) -> dict[K, tuple[int, bytes]]:
+    """Every read that succeeds, by key, with the limit it was read with (the renderings'
+    bodies read ahead in a worker, view/documents.py's `bodies_wanted`; a file gone since
+    is left to the rendering, which reports it)."""
+    out: dict[K, tuple[int, bytes]] = {}
+    for key, (root, parts, path, limit) in reads:
+        try:
+            out[key] = (limit, read_file(root, parts, path, limit))
+        except OSError:
+            continue
+    return out
 
 
 def _open_unseen(name: str, dir_fd: int) -> int:

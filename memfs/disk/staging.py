@@ -34,6 +34,8 @@ log = logging.getLogger(__name__)
 
 FILE_MODE = 0o644
 RENAME_NOREPLACE = 1  # renameat2(2)'s flag, as the kernel passes it to rename
+# utimensat's (atime, mtime) in ns; a None side keeps what the file has (UTIME_OMIT)
+Times = tuple[int | None, int | None]
 
 
 class Stage:
@@ -411,10 +413,11 @@ def set_attrs(
     name: str,
     *,
     mode: int | None = None,
-    times_ns: tuple[int, int] | None = None,
+    times_ns: Times | None = None,
     size: int | None = None,
 ) -> None:
-    """chmod, utimens, truncate on a file or folder of the own source."""
+    """chmod, utimens, truncate on a file or folder of the own source (a side of
+    ``times_ns`` that is None keeps its time: read here, with the rest of the change)."""
     fd = open_dir(folder, create=False)
     try:
         # Size first: a truncate sets the mtime, which the times asked for must overwrite.
@@ -427,7 +430,12 @@ def set_attrs(
         if mode is not None:
             _chmod_nofollow(fd, name, mode)
         if times_ns is not None:
-            os.utime(name, ns=times_ns, dir_fd=fd, follow_symlinks=False)
+            atime, mtime = times_ns
+            if atime is None or mtime is None:
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                atime = st.st_atime_ns if atime is None else atime
+                mtime = st.st_mtime_ns if mtime is None else mtime
+            os.utime(name, ns=(atime, mtime), dir_fd=fd, follow_symlinks=False)
     finally:
         os.close(fd)
 

@@ -198,7 +198,7 @@ class SetAttrs:
     place: staging.Place
     name: str
     mode: int | None = None
-    times: tuple[int, int] | None = None
+    times: staging.Times | None = None  # a None side keeps the time it has
     size: int | None = None
     make: bool = False  # a folder, made first (mkdir -p) if missing: a project's own folder
 

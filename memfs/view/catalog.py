@@ -1,30 +1,35 @@
 """The catalog of projects: which canonical slugs exist, and each project once loaded.
 
-§2, §4. Layer view: imports neither pyfuse3 nor trio; not thread-safe (one owner).
+§2, §4. Layer view: imports neither pyfuse3 nor trio; not thread-safe (one owner). Reads
+no disk: what the disk holds is given to it.
 
-Listing the root names every project without reading any project folder: one ``scandir`` of
-each source's root (`load_listing`, disk I/O), then kept current by `folder_added` and
-`folder_removed` (the watcher calls them, no I/O). A folder's name is its slug,
-canonicalised; a Gemini CLI source's folders are named by ids instead, and the slug each maps
-to is read with the listing (disk/gemini.py) and kept current by `remap`. A project is built
-by `build` (disk I/O: the watcher runs it in a worker thread, see watch.py) and published by
-`adopt`. A canonical slug no source holds yet is served as an *empty* project (§4: ``here``
-never dangles): a Project with no folder, which becomes an ordinary one when its first folder
-appears.
+Listing the root names every project without reading any project folder: the listing of
+each source's root (disk/roots.py, read by the caller) is taken in by `set_listing`, then
+kept current by `folder_added` and `folder_removed` (the watcher calls them). A folder's
+name is its slug, canonicalised; a Gemini CLI source's folders are named by ids instead, and
+the slug each maps to comes with the listing (disk/gemini.py) and is kept current by
+`remap`. A project is built from what the state folder keeps of it and each folder's scan
+(`build`; the watcher builds its own in a worker thread, see watch.py, and a command's come
+from app/offline.py) and published by `adopt`. A canonical slug no source holds yet is served
+as an *empty* project (§4: ``here`` never dangles): a Project with no folder, which becomes
+an ordinary one when its first folder appears.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Mapping
 
 from sortedcontainers import SortedDict
 
-from memfs.disk import gemini, sources, staging, state
-from memfs.disk.config import Config, SourceSpec
+from memfs.disk import sources, staging, state
+from memfs.disk.config import Config
+from memfs.disk.roots import Listing
 from memfs.rules import names
 from memfs.rules import slug as slugs
 from memfs.view import userlevel
+from memfs.view.documents import BodyReader
 from memfs.view.project import Origin, Project
 
 log = logging.getLogger(__name__)
@@ -43,8 +48,11 @@ def is_project_name(name: str) -> bool:
 
 
 class Catalog:
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, read_body: BodyReader | None = None) -> None:
         self.config = config
+        # How its projects read a body a rendering needs that was not read ahead (the
+        # owner's: the adapter's, a command's; `Project.read_body`)
+        self.read_body = read_body
         # canonical slug -> {(source index, folder name in that source's root)}
         self._slugs: SortedDict[str, set[tuple[int, str]]] | None = None
         self._projects: dict[str, Project] = {}  # canonical slug -> loaded project
@@ -65,27 +73,9 @@ class Catalog:
     def listed(self) -> bool:
         return self._slugs is not None
 
-    def load_listing(self) -> None:
-        """List every source's root now (disk I/O; once)."""
-        if self._slugs is None:
-            self.set_listing(self.read_listing())
-
-    def read_listing(self) -> list[tuple[int, str, str | None]]:
-        """Every (source, folder name, the slug a mapped source's folder maps to) in the
-        sources' roots: disk I/O, changes nothing (a worker thread runs it; `set_listing`
-        takes the result in). A mapped folder that maps to no project is left out."""
-        found: list[tuple[int, str, str | None]] = []
-        for i, source in enumerate(self.config.sources):
-            if not source.projects:
-                continue  # user-level memory only: global/ (§4.1)
-            if source.mapped:
-                found += [(i, m.folder, m.slug) for m in read_map(source) if m.slug]
-            else:
-                found += [(i, name, None) for name in sources.list_slug_folders(source.root)]
-        return found
-
-    def set_listing(self, found: list[tuple[int, str, str | None]]) -> None:
-        """Take in a listing, and what the watcher reported while it was read."""
+    def set_listing(self, found: Listing) -> None:
+        """Take in the sources' roots as listed (`roots.list_roots`, read by the caller),
+        and what the watcher reported while it was read. Once: a later listing is ignored."""
         if self._slugs is not None:
             return
         self._slugs = SortedDict()
@@ -99,8 +89,9 @@ class Catalog:
                 self.folder_removed(i, name)
 
     def _listing(self) -> SortedDict[str, set[tuple[int, str]]]:
-        self.load_listing()  # a no-op once listed: the adapter lists from a worker first
-        assert self._slugs is not None
+        # The adapter lists from a worker before its first question, a command when it
+        # starts (app/offline.py).
+        assert self._slugs is not None, "the catalog is asked before its listing"
         return self._slugs
 
     def _add(self, source: int, name: str, mapped: str | None = None) -> str | None:
@@ -136,14 +127,6 @@ class Catalog:
     def loaded(self) -> dict[str, Project]:
         return self._projects
 
-    def project(self, slug: str) -> Project | None:
-        """The project for a canonical slug, built now if need be (disk I/O: outside the
-        mount); None if no source has it."""
-        found = self._projects.get(slug)
-        if found is None and self.has(slug):
-            found = self.adopt(self.build(slug))
-        return found
-
     def holds(self, slug: str, origin: Origin) -> bool:
         """Whether ``origin`` is still one of ``slug``'s folders (memory only). A mapped
         source's folder may move to another project while a loaded one keeps the origin:
@@ -159,15 +142,24 @@ class Catalog:
             return list(self._global[slug])
         return [self._origin(s, n) for s, n in sorted(self._listing().get(slug, ()))]
 
-    def build(self, slug: str, scan: bool = True, saved: state.Saved | None = None) -> Project:
-        """A project of every folder listed for ``slug``: reads what the state folder keeps
-        of it (unless given: whiteouts, hidden lines) and, with ``scan``, every folder (disk
-        I/O); not published until `adopt`."""
-        if saved is None:
-            saved = state.load_project(self.config.state_dir, slug)
-        project = Project(slug, self.config, (), *saved)
+    def build(
+        self,
+        slug: str,
+        saved: state.Saved,
+        scans: Mapping[Origin, tuple[sources.Scan, int]] | None = None,
+    ) -> Project:
+        """A project of every folder listed for ``slug``, with what the state folder keeps
+        of it (``saved``: whiteouts, hidden lines; `state.load_project`) and each folder's
+        scan with when it began (``scans``, `sources.scan_each`). A folder with no scan is
+        registered unread, for its caller to read (`Holdings.rescan`). Memory only; not
+        published until `adopt`."""
+        project = Project(slug, self.config, *saved, read_body=self.read_body)
         for origin in self.origins(slug):
-            project.add_origin(origin, None if scan else sources.Scan(exists=False))
+            found = scans.get(origin) if scans is not None else None
+            if found is None:
+                project.add_origin(origin, sources.Scan(exists=False))
+            else:
+                project.add_origin(origin, *found)
         return project
 
     def adopt(self, project: Project) -> Project:
@@ -185,7 +177,7 @@ class Catalog:
         if found is None:
             if len(self._empty) >= MAX_EMPTY:
                 self._empty.clear()  # views of nothing: cheap to make again
-            found = self._empty[slug] = Project(slug, self.config)
+            found = self._empty[slug] = Project(slug, self.config, read_body=self.read_body)
         return found
 
     def _origin(self, source: int, name: str) -> Origin:
@@ -278,17 +270,17 @@ class Catalog:
         own, place = self.config.own_index, self.own_place(slug)
         return None if own is None or place is None else Origin(own, place.root, place.parts)
 
-    def own_folder_made(self, slug: str, saved: state.Saved | None = None) -> Project:
+    def own_folder_made(self, slug: str, saved: state.Saved) -> Project:
         """The own source's folder for ``slug`` was made through the mount (its first write,
-        or mkdir at the root): list it, without reading anything but, if not given, what
-        the state folder keeps of the project (small files: the caller can read them in its
-        worker, `state.load_project`)."""
+        or mkdir at the root): list it. A project not loaded yet is built unread, with
+        ``saved`` (what the state folder keeps of it: the caller reads it in its worker,
+        `state.load_project`); the watcher scans its folder."""
         own_index = self.config.own_index
         assert own_index is not None
         self.folder_added(own_index, slug)
         project = self._projects.get(slug)
         if project is None:
-            project = self.adopt(self.build(slug, scan=False, saved=saved))
+            project = self.adopt(self.build(slug, saved))
         return project
 
     def _check(self) -> None:
@@ -310,8 +302,3 @@ class Catalog:
             assert slug not in self._projects, slug
             assert not self.has(slug), slug
             assert not project.origins, slug
-
-
-def read_map(source: SourceSpec) -> list[gemini.Mapping]:
-    """A mapped source's folders and the projects they map to (disk I/O)."""
-    return gemini.read_map(source.gemini_dir)

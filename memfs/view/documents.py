@@ -2,9 +2,13 @@
 they read, and what ``memfs status`` asks of them.
 
 §5.3, §6, §7a. Layer view: imports neither pyfuse3 nor trio; not thread-safe, like the
-project it belongs to (`read_bodies` alone runs in a worker). The view (project.py)
-decides what every path shows; this module only reads it, and caches what it derives from
-it for one generation of the project. File bodies are read through sources.py.
+project it belongs to. The view (project.py) decides what every path shows; this module
+only reads it, and caches what it derives from it for one generation of the project. It
+reads no disk: the bodies the renderings draw on are read ahead by its owner
+(`bodies_wanted`, then `keep_bodies`: a worker's `sources.read_bodies` while serving); a
+body a rendering needs that was not read ahead is asked of the reader the project's owner
+gave it (`Project.read_body`; the adapter's reads it on the request thread, §7a's known
+exception).
 """
 
 from __future__ import annotations
@@ -12,13 +16,13 @@ from __future__ import annotations
 import logging
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from memfs.disk import sources
 from memfs.disk.config import Config
+from memfs.disk.sources import BodyRead
 from memfs.rules import index, preamble
 from memfs.rules.preamble import Doc, IndexEntry, MemoryOverLimit
 from memfs.view.userlevel import kind_of
@@ -38,7 +42,11 @@ SIZED_KEPT = 8
 # Reads `bodies_wanted` adds beyond what the renderings need when every file is text: a
 # rendering skips a file that is not text, or gone, and reads the next one.
 SPARE_READS = 2
-BodyRead = tuple[Path, tuple[str, ...], str, int]  # (root, parts, path, limit)
+# How a body no worker read ahead is read: (root, parts, path, limit) -> at most limit
+# bytes, OSError if it cannot be (sources.read_file's shape). Given by the project's owner.
+BodyReader = Callable[[Path, tuple[str, ...], str, int], bytes]
+
+__all__ = ["BodyRead", "BodyReader", "Documents", "empty_preamble"]
 
 
 @dataclass
@@ -84,13 +92,14 @@ class Documents:
 
     def read(self, v: Version, limit: int | None = None) -> bytes:
         """Version ``v``'s body, at most ``limit`` bytes (None: the size cap): from the
-        bodies kept by `keep_bodies` when they hold it, else from the disk."""
+        bodies kept by `keep_bodies` when they hold it, else from the project's reader."""
         project = self._project
         cap = project.config.limits.max_file_bytes if limit is None else limit
         if self._kept(v, cap):
             return self._bodies[v][1][:cap]
-        origin = project.origins[v.origin]
-        return sources.read_file(origin.root, origin.parts, v.path, cap)
+        if project.read_body is None:
+            raise RuntimeError(f"{v.path} was not read ahead, and {project.slug} has no reader")
+        return project.read_body(*_body_read(project, v, cap))
 
     def _kept(self, v: Version, cap: int) -> bool:
         """At least ``cap`` bytes of ``v`` are kept: read with a limit as large, or whole
@@ -100,7 +109,7 @@ class Documents:
 
     def bodies_wanted(self, now_ns: int | None = None) -> list[tuple[Version, BodyRead]]:
         """The reads the next PREAMBLE.md and MEMORY.md will ask for and that are not kept
-        yet, each with where to read it (a worker reads them: `read_bodies`, then
+        yet, each with where to read it (a worker reads them: `sources.read_bodies`, then
         `keep_bodies`); memory only, O(N + index lines). Kept bodies no rendering will ask
         for any more are dropped.
 
@@ -447,18 +456,6 @@ class Documents:
         assert all(len(data) <= limit for limit, data in self._bodies.values())
         assert len(self._descriptions) <= DESCRIPTIONS_KEPT + 1
         assert len(self._sized) <= SIZED_KEPT
-
-
-def read_bodies(reads: Sequence[tuple[Version, BodyRead]]) -> dict[Version, tuple[int, bytes]]:
-    """Worker thread: every read of `Documents.bodies_wanted` that succeeds (a file gone
-    since is left to the rendering, which reports it)."""
-    out: dict[Version, tuple[int, bytes]] = {}
-    for v, (root, parts, path, limit) in reads:
-        try:
-            out[v] = (limit, sources.read_file(root, parts, path, limit))
-        except OSError:
-            continue
-    return out
 
 
 def empty_preamble(

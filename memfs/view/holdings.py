@@ -4,8 +4,8 @@ whiteout records that hide read-only versions, and the lines of MEMORY.md a save
 (§5.3).
 
 §4, §5.2, §7.6. Layer view: imports neither pyfuse3 nor trio; not thread-safe (the
-adapter owns each project and changes it from one task). File and folder stats are read
-through sources.py.
+adapter owns each project and changes it from one task). Reads no disk: every scan and
+look is given by its caller (sources.py's values, read in a worker while serving).
 
 `Holdings` is the lower half of a loaded project: it takes in what the sources hold and
 says which paths changed; `Project` (project.py), built on it, decides what the view shows
@@ -91,27 +91,20 @@ class Holdings:
 
     # --- loading and changes --------------------------------------------------------
 
-    def add_origin(self, origin: Origin, scan: sources.Scan | None = None) -> int:
-        """Register a source folder and take in ``scan`` of it (None: scan it now, which
-        reads the disk: only where no request waits); returns its index. A folder known
-        already keeps what it holds."""
+    def add_origin(self, origin: Origin, scan: sources.Scan, at_ns: int | None = None) -> int:
+        """Register a source folder and take in ``scan`` of it, begun at ``at_ns`` (see
+        `rescan`; a placeholder, ``Scan(exists=False)``, registers it unread); returns its
+        index. A folder known already keeps what it holds."""
         for i, known in enumerate(self.origins):
             if known == origin:
                 return i
         self.origins.append(origin)
         i = len(self.origins) - 1
-        self.rescan(i, scan)
+        self.rescan(i, scan, at_ns)
         return i
 
     def origin_index(self, origin: Origin) -> int | None:
         return next((i for i, o in enumerate(self.origins) if o == origin), None)
-
-    def scan(self, i: int, under: str = "") -> sources.Scan:
-        """Read origin ``i``'s folder, or its folder ``under`` (disk I/O: a worker thread's
-        job while serving)."""
-        origin = self.origins[i]
-        limit = self.config.limits.max_file_bytes
-        return sources.scan(origin.root, origin.parts, limit, origin.only, under)
 
     def observe(
         self,
@@ -172,21 +165,17 @@ class Holdings:
         self._seen_dirs[(i, path)] = at_ns
         self.set_dir(i, path, present=present)
 
-    def rescan(
-        self, i: int, scan: sources.Scan | None = None, at_ns: int | None = None, under: str = ""
-    ) -> None:
-        """Bring origin ``i`` up to date with ``scan`` of its folder, begun at ``at_ns``
-        (None: scan it now): O(files in that folder), no I/O when the scan is given. A path
-        looked at after the scan began keeps what that look found. With ``under``, the scan
-        is of that folder of the origin only (`sources.scan`): what lies elsewhere stays as
-        it is, and the work on what is known is a pass over the origin's paths."""
-        # A look at every path of the origin: a scan read here or given with the time it
-        # began, of a folder that exists, that read every folder below (a placeholder, such
-        # as a project registered before its scan, is none).
-        whole = (scan is None or at_ns is not None) and not under
-        if scan is None:
-            at_ns = time.monotonic_ns()
-            scan = self.scan(i, under)
+    def rescan(self, i: int, scan: sources.Scan, at_ns: int | None = None, under: str = "") -> None:
+        """Bring origin ``i`` up to date with ``scan`` of its folder (`sources.scan`),
+        begun at ``at_ns`` (time.monotonic_ns; None: no whole look, as a placeholder's):
+        O(files in that folder), memory only. A path looked at after the scan began keeps
+        what that look found. With ``under``, the scan is of that folder of the origin only:
+        what lies elsewhere stays as it is, and the work on what is known is a pass over
+        the origin's paths."""
+        # A look at every path of the origin: a scan given with the time it began, of a
+        # folder that exists, that read every folder below (a placeholder, such as a
+        # project registered before its scan, is none).
+        whole = at_ns is not None and not under
         if at_ns is None:
             at_ns = time.monotonic_ns()
         label = self._label(i)
@@ -452,21 +441,24 @@ class Holdings:
             if a in self._versions:
                 self._refresh(a)
 
+    @property
+    def saved(self) -> tuple[set[tuple[str, str, int]], dict[str, frozenset[str]]]:
+        """What the state folder keeps of this project, as the view holds it (state.Saved):
+        its whiteouts and each index's hidden lines."""
+        return set(self._whiteouts), dict(self._hidden)
+
     # --- reading ---------------------------------------------------------------------
 
     def versions(self, path: str) -> list[Version]:
         return list(self._versions.get(path, ()))
 
-    def folder_stat(self, path: str) -> sources.FileStat | None:
-        """A real folder behind view folder ``path``: the own source's, else the first."""
+    def folder_origins(self, path: str) -> list[Origin]:
+        """The origins holding a real folder at view folder ``path``, in the order its
+        attributes are looked for: the own source's first, then by origin (memory only; the
+        caller stats them, `sources.stat_first_folder`, in a worker while serving)."""
         own = self.config.own_index
         holders = sorted(self._dirs.get(path, ()), key=lambda i: (self.origins[i].source != own, i))
-        for i in holders:
-            origin = self.origins[i]
-            found = sources.stat_folder(origin.root, origin.parts, path)
-            if found is not None:
-                return found
-        return None
+        return [self.origins[i] for i in holders]
 
     def dir_holders(self, path: str) -> set[int]:
         return self._dirs.get(path, set())

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from memfs.disk import index_save, staging, steps
 from memfs.disk.index_save import FromBytes, FromFile, FromStage, ReadIndex, SaveIndex
 from memfs.rules.tree import parent_of
-from memfs.view.versions import MEMORY, Kind
+from memfs.view.versions import MEMORY, Kind, fill_times
 from memfs.view.writes import (
     RENAME_NOREPLACE,
     Plan,
@@ -117,12 +117,13 @@ def plan_attrs(
     *,
     mode: int | None,
     size: int | None,
-    times: tuple[int, int] | None,
+    times: staging.Times | None,
     path: str = MEMORY,
 ) -> Plan:
     """chmod, truncate, utimens of MEMORY.md by path (a writer's handle changes its stage)."""
     project = planner.project
-    writable_leaf(project, path)
+    leaf = writable_leaf(project, path)
+    full = fill_times(times, leaf.version) if times is not None else None
     asked = stat.S_IMODE(mode) if mode is not None else 0
     what = "truncate" if size is not None else "chmod" if mode is not None else "times"
     plan = planner._plan(what, path)
@@ -131,16 +132,16 @@ def plan_attrs(
         # file): the writer changes that view, whatever it read before.
         view = project.memory_index(path)
         text = view[:size] + b"\0" * (size - len(view))
-        written = FromBytes(text, mode=asked, times=times)
+        written = FromBytes(text, mode=asked, times=full)
         return _plan_save(planner, plan, written, IndexChange(view), keep=True, path=path)
     own = next((v for v in project.versions(path) if v.origin == planner.own), None)
     if own is None:
         # The attributes are the own index's: one is made, holding no line (the view's lines
         # stay the other sources').
-        made = FromBytes(b"", mode=asked, times=times)
+        made = FromBytes(b"", mode=asked, times=full)
         return _plan_save(planner, plan, made, IndexChange(b""), keep=False, path=path)
     folder = planner._place(path)
-    plan.steps.append(steps.SetAttrs(folder, parent_of(path)[1], mode=mode, times=times))
+    plan.steps.append(steps.SetAttrs(folder, parent_of(path)[1], mode=mode, times=full))
     plan.read_again(planner.own, planner._own_origin(), path)
     return plan
 

@@ -26,8 +26,7 @@ from sortedcontainers import SortedKeyList
 from memfs.disk.config import Config
 from memfs.rules import history, names, preamble
 from memfs.rules.tree import ROOT, Tree, parent_of
-from memfs.view.documents import BodyRead, Documents
-from memfs.view.documents import read_bodies as read_bodies
+from memfs.view.documents import BodyRead, BodyReader, Documents
 from memfs.view.holdings import Holdings, cached_path_rule
 from memfs.view.versions import DIR_WHITEOUT, FOREVER_NS, reserved
 from memfs.view.versions import HISTORY as HISTORY
@@ -39,7 +38,7 @@ from memfs.view.versions import Origin as Origin
 from memfs.view.versions import Version as Version
 
 # The names imported `as` themselves are re-exported: the adapter, the plans and the tests
-# import them from here (the values live in versions.py, read_bodies in documents.py).
+# import them from here (the values live in versions.py).
 
 log = logging.getLogger(__name__)
 
@@ -53,11 +52,17 @@ class Project(Holdings):
         self,
         slug: str,
         config: Config,
-        origins: Iterable[Origin] = (),
         whiteouts: Iterable[tuple[str, str, int]] = (),
-        hidden_lines: Iterable[str] = (),
+        hidden_lines: Iterable[str] | Mapping[str, Iterable[str]] = (),
+        *,
+        read_body: BodyReader | None = None,
     ) -> None:
+        """A view of no folder yet: its origins come with their scans (`add_origin`), and
+        ``whiteouts`` and ``hidden_lines`` are what the state folder keeps of it
+        (state.load_project, read by the caller). ``read_body`` reads a body a rendering
+        needs that was not read ahead (`Documents.read`); None: every one must be."""
         super().__init__(slug, config, whiteouts, hidden_lines)
+        self.read_body = read_body
         self.tree: Tree[Leaf] = Tree()
         self.generation = 0
         # path -> view paths it occupies now: one path shows one view as a plain string
@@ -74,8 +79,6 @@ class Project(Holdings):
         # MEMORY.md's union, PREAMBLE.md and the bodies they read (holds this weakly)
         self.documents = Documents(self)
         self.tree.add(PREAMBLE, Leaf(Kind.PREAMBLE))
-        for origin in origins:
-            self.add_origin(origin)
 
     # --- what Holdings asks of the view (besides `_refresh`, below) -----------------
 

@@ -9,6 +9,7 @@ without importing the view, which owns its documents. Layer view: plain values, 
 from __future__ import annotations
 
 import enum
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -63,6 +64,15 @@ class Version:
     # Another inode is another version, whatever its size and mtime: Holdings and the
     # kernel's tokens ask for it; equality does not (a version stands for what it shows).
     ino: int = field(default=0, compare=False)
+
+
+def fill_times(times: tuple[int | None, int | None], v: Version | None) -> tuple[int, int]:
+    """utimensat's (atime, mtime) with each side not asked for (None) as ``v`` has it; with
+    no version, the mtime now and the atime that mtime."""
+    atime, mtime = times
+    old_m = v.mtime_ns if v is not None else time.time_ns()
+    old_a = (v.atime_ns if v is not None else 0) or old_m
+    return (old_a if atime is None else atime, old_m if mtime is None else mtime)
 
 
 class Kind(enum.Enum):

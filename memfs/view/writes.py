@@ -49,6 +49,7 @@ from memfs.view.project import (
     Version,
     conflict_original,
 )
+from memfs.view.versions import fill_times
 
 __all__ = ["RENAME_EXCHANGE", "RENAME_NOREPLACE", "Plan", "Refused", "in_history", "is_temp_name"]
 
@@ -131,8 +132,10 @@ def absorb(catalog: Catalog, project: Project, plan: Plan, applied: Applied) -> 
     if applied.scan is not None and plan.rescan is not None:
         project.rescan(plan.rescan, applied.scan, at)
     if not catalog.has(project.slug) and applied.error is None:
-        # The first write into a project no source held: the own folder exists now.
-        catalog.own_folder_made(project.slug)
+        # The first write into a project no source held: the own folder exists now. The
+        # project written into is the catalog's (its empty view's), unless that view was let
+        # go meanwhile: one built anew keeps what this one knows of the state folder.
+        catalog.own_folder_made(project.slug, project.saved)
         return True
     return False
 
@@ -324,13 +327,14 @@ class Planner:
     def _place(self, path: str) -> staging.Place:
         return target_folder(self.catalog, self.project.slug, path)
 
-    def times(self, path: str, atime: int | None, mtime: int | None) -> tuple[int, int]:
-        """utimensat's pair for ``path``: what is not asked for keeps its value (§7.6)."""
+    def times(self, path: str, atime: int | None, mtime: int | None) -> staging.Times:
+        """utimensat's pair for ``path``: what is not asked for keeps its value (§7.6), a
+        head's as the view shows it; a real folder's is left None, kept by the step that
+        sets the other (`staging.set_attrs`, in the plan's worker call)."""
         v = self.project.head(path)
-        found = self.project.folder_stat(path) if v is None else None
-        old_m = v.mtime_ns if v is not None else found.mtime_ns if found else time.time_ns()
-        old_a = (v.atime_ns if v is not None else found.atime_ns if found else 0) or old_m
-        return (old_a if atime is None else atime, old_m if mtime is None else mtime)
+        if v is None and self.project.folder_origins(path):
+            return (atime, mtime)
+        return fill_times((atime, mtime), v)
 
     def commit(
         self, stage: staging.Stage, path: str, *, keep: bool, created: bool, empty: bool = False
@@ -430,7 +434,7 @@ class Planner:
         *,
         mode: int | None,
         size: int | None,
-        times: tuple[int, int] | None,
+        times: staging.Times | None,
     ) -> Plan:
         """chmod, truncate, utimens of a file (copied up when a read-only source holds its
         head) or of a folder of the own source (MEMORY.md's: view/indexes.py). The project
@@ -459,20 +463,21 @@ class Planner:
             return plan
         leaf = writable_leaf(project, path)
         assert leaf.version is not None
+        full = fill_times(times, leaf.version) if times is not None else None
         if size is not None:
             check_size(self.config, size)
         own_place = own_folder_of(self.config, project, leaf.version)
         if own_place is None or leaf.kind is not Kind.FILE:
-            copy = self.copy_up(path, mode=mode, size=size, times=times)
+            copy = self.copy_up(path, mode=mode, size=size, times=full)
             return self._journal(copy, what, path)
         if size is not None and size != leaf.version.size and keeps_versions(path):
             # A truncate that changes the bytes replaces the version: done as a copy
             # truncated and renamed over it, the replaced one kept (§7.2), as a write is.
             now = time.time_ns()
-            copy = self.copy_up(path, mode=mode, size=size, times=times or (now, now))
+            copy = self.copy_up(path, mode=mode, size=size, times=full or (now, now))
             return self._journal(copy, what, path)
         plan = self._plan(what, path)
-        step = steps.SetAttrs(own_place, parent_of(path)[1], mode=mode, times=times, size=size)
+        step = steps.SetAttrs(own_place, parent_of(path)[1], mode=mode, times=full, size=size)
         plan.steps.append(step)
         plan.read_again(leaf.version.origin, project.origins[leaf.version.origin], path)
         return plan

@@ -23,8 +23,9 @@ The adopted folder is only read, through sources.py.
 Indices are 1-based. `take` accepts the full sha256 or any prefix of at least `HASH_SHOWN`
 hex digits; `make_list` prints that prefix.
 
-Layer view: imports neither pyfuse3 nor trio. Synchronous and blocking (fsync per file);
-meant for the CLI, one caller at a time. A running mount needs no help: it sees the new
+Layer app: the logic of ``memfs adopt`` (cli.py), which runs without a mount: it reads and
+writes the disk itself. Imports neither pyfuse3 nor trio. Synchronous and blocking (fsync
+per file); meant for the CLI, one caller at a time. A running mount needs no help: it sees the new
 files in the own source through inotify like any other write made on disk.
 """
 
@@ -46,6 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memfs.app import offline
 from memfs.disk import config as cfg
 from memfs.disk import sources, staging, state
 from memfs.rules import history
@@ -186,7 +188,7 @@ def make_list(config: cfg.Config, slug: str, *, clock: Clock = time.time_ns) -> 
         AdoptError: no own source, or no source has the project.
     """
     own = _own_source(config)
-    project = Catalog(config).project(slug)
+    project = offline.load_project(config, slug)
     if project is None:
         raise AdoptError(f"no source has project {slug}; check 'memfs sources' and the PATH given")
     origins = [o for o in project.origins if not config.sources[o.source].own]
