@@ -226,7 +226,10 @@ def test_two_gemini_folders_of_one_project_and_folders_of_none(tmp_path: Path) -
     catalog = offline.listed(cfg.load(fh.env))
     slug = claude_slug(str(repo))
     assert catalog.slugs() == [slug]
-    assert [o.parts for o in catalog.origins(slug)] == [("repo", "memory"), ("web", "memory")]
+    assert [o.parts for o in catalog.origins(slug) if not o.kept] == [
+        ("repo", "memory"),
+        ("web", "memory"),
+    ]
     project = offline.load(catalog, slug)
     assert project is not None
     assert {"top.md", "web.md"} <= set(project.heads)

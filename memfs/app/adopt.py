@@ -191,7 +191,7 @@ def make_list(config: cfg.Config, slug: str, *, clock: Clock = time.time_ns) -> 
     project = offline.load_project(config, slug)
     if project is None:
         raise AdoptError(f"no source has project {slug}; check 'memfs sources' and the PATH given")
-    origins = [o for o in project.origins if not config.sources[o.source].own]
+    origins = [o for o in project.origins if not config.sources[o.source].own and not o.kept]
     per_source: dict[int, int] = {}
     for o in origins:
         per_source[o.source] = per_source.get(o.source, 0) + 1

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 
 from sortedcontainers import SortedDict
 
-from memfs.disk import sources, staging, state
+from memfs.disk import baselines, sources, staging, state
 from memfs.disk.config import Config
 from memfs.disk.roots import Listing
 from memfs.rules import names
@@ -138,9 +138,24 @@ class Catalog:
         return (origin.source, origin.parts[0]) in self._slugs.get(slug, ())
 
     def origins(self, slug: str) -> list[Origin]:
+        """Every folder of ``slug``: each source's, then where the state folder keeps the
+        read-only ones' versions changed on disk (`kept_origin`)."""
         if slug in self._global:
-            return list(self._global[slug])
-        return [self._origin(s, n) for s, n in sorted(self._listing().get(slug, ()))]
+            found = list(self._global[slug])
+        else:
+            found = [self._origin(s, n) for s, n in sorted(self._listing().get(slug, ()))]
+        return found + [k for o in found if (k := self.kept_origin(o)) is not None]
+
+    def kept_origin(self, origin: Origin) -> Origin | None:
+        """Where the versions a change on disk replaced of read-only ``origin``'s files are
+        kept (issue 37, disk/baselines.py): its mirror in the state folder, whose
+        ``.history/`` shows as that source's versions. None for the own source's, kept in
+        its own ``.history/``."""
+        if origin.source == self.config.own_index:
+            return None
+        name = self.config.sources[origin.source].name
+        root = baselines.kept_root(self.config.state_dir, name)
+        return Origin(origin.source, root, origin.parts, kept=True)
 
     def build(
         self,

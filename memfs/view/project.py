@@ -133,6 +133,12 @@ class Project(Holdings):
         versions = list(self._versions.get(path, ()))
         if path.startswith(HISTORY + "/"):
             if versions:
+                owner = self._owner.get(path)
+                if owner is not None and owner != path:
+                    # The name memfs gave another source's version of a path is the very
+                    # name of a version kept on disk (a read-only source's, kept by the
+                    # keeper, issue 37): the kept file has it, the other takes the next.
+                    self._refresh(owner)
                 self._show(path, path, Leaf(Kind.HISTORY, self._pick(versions)))
             return
         copies = self._conflict_versions(path)
@@ -221,7 +227,7 @@ class Project(Holdings):
         n = 1
         while True:  # two folders of one source, same second: the next number
             name = f"{HISTORY}/{path}/{history.version_name(source, v.mtime_ns, n)}"
-            if name not in used:
+            if name not in used and name not in self._versions:  # not a kept file's
                 used.add(name)
                 return name
             n += 1

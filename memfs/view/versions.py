@@ -43,6 +43,9 @@ class Origin:
     # The top-level names it holds memory under, None for all: a Claude Code config folder
     # is global/claude's origin for its CLAUDE.md and agent-memory/ only (§4.1).
     only: frozenset[str] | None = None
+    # The state folder's mirror of a read-only source's folder, holding only the versions
+    # a change on disk replaced (issue 37, catalog.kept_origin): no folder of the source.
+    kept: bool = False
 
     def admits(self, path: str) -> bool:
         """Whether ``path`` (in this folder) is memory of this origin."""
