@@ -118,6 +118,8 @@ class Limits:
     max_file_bytes: int = 1 << 20
     versions: int = 20  # kept per path (§7.2)
     history_bytes: int = 32 << 20  # kept per project's own history, oldest out first
+    # the read-only sources' versions a change on disk replaced, kept in the state folder
+    state_bytes: int = 256 << 20
 
 
 @dataclass(frozen=True)
@@ -151,6 +153,7 @@ _SECTIONS: dict[str, dict[str, tuple[type, int]]] = {
         "max_file_bytes": (int, 1),
         "versions": (int, 0),
         "history_bytes": (int, 0),
+        "state_bytes": (int, 0),
         "handoff_versions": (int, 0),  # the old name of versions, from when only handoffs kept
     },
 }
