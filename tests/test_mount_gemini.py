@@ -1,4 +1,4 @@
-"""Tier 3: Gemini CLI's per-project memory through a real mount (§1, §3, §5.4).
+"""Tier 3: Gemini CLI's per-project memory through a real mount (§1, §3, §5.1, §5.4, §6).
 
 With no source listed, memfs discovers ``~/.gemini`` as a read-only source: each
 ``tmp/<id>/memory/`` joins the project its ``.project_root`` names, under Claude Code's
@@ -8,12 +8,13 @@ in the sandbox's home.
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
 from gemini_layout import GeminiCli
 from helpers import digest
-from mounting import MOUNT_MARKS, Mounts, Sandbox, set_age, slug_of, wait_until
+from mounting import MOUNT_MARKS, Mounts, Sandbox, errno_of, set_age, slug_of, wait_until
 
 from memfs.view.project import history_stamp
 
@@ -165,3 +166,40 @@ def test_gemini_projects_show_once_global_gemini_is_read(sandbox: Sandbox, mount
     topic = sandbox.mnt(slug_of(root), "topic.md")
     wait_until(lambda: topic.exists(), SOON, "Gemini's first project")
     assert sandbox.out("cat", topic) == b"FROM GEMINI\n"
+
+
+def test_gemini_bookkeeping_is_no_memory(sandbox: Sandbox, mounts: Mounts) -> None:
+    """Gemini CLI's own files in its memory folder (issue 38): its inbox of proposed
+    patches and its run lock are left out of the view and refused through the mount; its
+    state file is shown; PREAMBLE.md inlines and indexes none of them (§5.1, §6)."""
+    discovering(sandbox)
+    root, slug = shop_with_claude_notes(sandbox)
+    memory = GeminiCli(sandbox.home).memory(root)
+    put(memory, "MEMORY.md", "- [Deploys](deploys.md)\n", 3)
+    put(memory, "deploys.md", "GEMINI DEPLOYS\n", 2)
+    (memory / ".inbox" / "private").mkdir(parents=True)
+    put(memory / ".inbox" / "private", "x.patch", "+PROPOSED BY EXTRACTION\n", 0.1)
+    put(memory, ".extraction.lock", '{"pid": 4242}', 0.05)
+    put(memory, ".extraction-state.json", '{"runs": ["STATE"]}', 0.02)
+    mounts()
+    mnt = sandbox.mnt(slug)
+    names = sandbox.out("ls", "-A", mnt).decode().split()
+    assert names == [".extraction-state.json", "MEMORY.md", "PREAMBLE.md", "deploys.md", "notes.md"]
+    assert sandbox.out("cat", mnt / ".extraction-state.json") == b'{"runs": ["STATE"]}'
+    preamble = sandbox.out("cat", mnt / "PREAMBLE.md")
+    for word in (b"inbox", b"x.patch", b"PROPOSED", b"extraction", b"STATE", b"4242"):
+        assert word not in preamble, word
+    assert b"## Recent: deploys.md" in preamble
+    assert b"## Recent: notes.md" in preamble
+    # Refused through the mount: created, they would never show.
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
+    assert errno_of(os.open, mnt / ".extraction.lock", flags) == errno.EINVAL
+    assert errno_of(os.mkdir, mnt / ".inbox") == errno.EINVAL
+    # Live: a new run's lock and patch stay out; a new topic shows.
+    put(memory / ".inbox" / "private", "y.patch", "+PROPOSED AGAIN\n", 0)
+    put(memory, "late.md", "LATE TOPIC\n", 0)
+    wait_until(lambda: (mnt / "late.md").exists(), SOON, "Gemini's new topic")
+    preamble = sandbox.out("cat", mnt / "PREAMBLE.md")
+    assert b"LATE TOPIC" in preamble
+    assert b"PROPOSED" not in preamble
+    assert b".inbox" not in sandbox.out("ls", "-A", mnt)
