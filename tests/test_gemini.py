@@ -255,3 +255,79 @@ def test_remap_moves_a_folder_between_projects(tmp_path: Path) -> None:
     assert not catalog.has(claude_slug(str(other)))
     catalog._check()
     assert memory.is_dir()  # a read-only source: nothing moved on disk
+
+
+# --- Gemini CLI's bookkeeping in its memory folder (issue 38) --------------------------
+
+UUID = "0b5c3a1e-1f2d-4c3b-9a8e-7d6c5b4a3f21"
+# What Gemini CLI (source at 0.56; 0.61 the same) keeps in tmp/<id>/memory beside memory,
+# the newest files there: each would take a Recent section or an index line.
+GEMINI_INTERNALS = {
+    ".inbox/private/x.patch": "--- a/deploys.md\n+++ b/deploys.md\n+PROPOSED\n",
+    ".inbox/global/extraction.patch": "--- a/GEMINI.md\n+PROPOSED\n",
+    ".extraction.lock": '{"pid": 4242, "startedAt": "2026-01-01T00:00:00Z"}',
+    ".extraction-state.json": '{"runs": [{"INTERNAL": true}]}',
+    ".extraction-state.json.tmp": '{"runs": [{"INTERNAL": true}]}',
+    f".deploys.md.{UUID}.patch-tmp": "INTERNAL patch in flight\n",
+    f".deploys.md.{UUID}.rollback": "INTERNAL rollback\n",
+    "skills/release/SKILL.md": "---\ndescription: DRAFT skill\n---\nINTERNAL draft\n",
+    "skills/release.patch": "INTERNAL skill patch\n",
+}
+
+
+def test_gemini_bookkeeping_never_feeds_the_preamble(tmp_path: Path) -> None:
+    fh = fake_home(tmp_path, (".claude",), pi=False)
+    slug, _, memory = both_tools(fh, tmp_path)
+    for n, (name, body) in enumerate(GEMINI_INTERNALS.items()):
+        write(memory / name, body, at(100 + n))
+    catalog = Catalog(cfg.load(fh.env))
+    project = catalog.project(slug)
+    assert project is not None
+    catalog._check()
+    text = project.preamble("/mnt/memfs/" + slug, at(1000))
+    # Neither inlined nor indexed: the real topics keep the Recent sections.
+    assert b"INTERNAL" not in text
+    assert b"PROPOSED" not in text
+    assert b"DRAFT" not in text
+    for name in GEMINI_INTERNALS:
+        assert name.rsplit("/", 1)[-1].encode() not in text, name
+    assert b"inbox" not in text
+    recent = [s.split(b"\n")[0] for s in text.split(b"\n## ")[1:] if s.startswith(b"Recent: ")]
+    assert [r.split(b" (")[0] for r in recent] == [
+        b"Recent: deploys.md",
+        b"Recent: shared.md",
+        b"Recent: architecture.md",
+    ]
+    # The view: Gemini's lock, inbox and temp names are left out (status counts them); its
+    # state file and draft skills are shown, to be read.
+    shown = {p for p in project.heads if p.split("/", 1)[0] != HISTORY}
+    assert shown == {
+        "MEMORY.md",
+        "architecture.md",
+        "deploys.md",
+        "shared.md",
+        ".extraction-state.json",
+        "skills/release/SKILL.md",
+        "skills/release.patch",
+    }
+    left_out = {path for _, path, _ in project.counts.left_out}
+    assert {".inbox", ".extraction.lock", ".extraction-state.json.tmp"} <= left_out
+    assert {f".deploys.md.{UUID}.patch-tmp", f".deploys.md.{UUID}.rollback"} <= left_out
+
+
+def test_an_own_copy_of_a_gemini_draft_is_memory(tmp_path: Path) -> None:
+    # Only Gemini CLI's own skills/ holds drafts: the same path in the own account (an edit
+    # through the mount copies it there) is the user's memory, inlined like any topic.
+    fh = fake_home(tmp_path, (".claude",), pi=False)
+    slug, claude, memory = both_tools(fh, tmp_path)
+    write(memory / "skills/release/SKILL.md", "gemini's DRAFT\n", at(100))
+    catalog = Catalog(cfg.load(fh.env))
+    project = catalog.project(slug)
+    assert project is not None
+    assert b"DRAFT" not in project.preamble("/mnt/memfs/" + slug, at(1000))
+    write(claude / "skills/release/SKILL.md", "REVIEWED skill\n", at(101))
+    project.rescan(0)
+    catalog._check()
+    text = project.preamble("/mnt/memfs/" + slug, at(1000))
+    assert b"## Recent: skills/release/SKILL.md" in text
+    assert b"REVIEWED skill" in text

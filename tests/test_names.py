@@ -55,6 +55,27 @@ CASES: dict[str, tuple[list[str], list[str]]] = {
         [".MEMORY.md.backfill-4242-1a2b3c.tmp"],
         ["MEMORY.md.backfill-4242-1a2b3c.tmp", ".MEMORY.md.backfill-x-1a.tmp"],
     ),
+    # Gemini CLI's bookkeeping in tmp/<id>/memory (issue 38's notes, its source at 0.56).
+    "gemini-inbox": ([".inbox"], ["inbox", ".inbox.md", ".inboxes"]),
+    "gemini-lock": ([".extraction.lock"], ["extraction.lock", ".extraction.lock.md"]),
+    "gemini-state-tmp": (
+        [".extraction-state.json.tmp"],
+        [".extraction-state.json", "extraction-state.json.tmp"],
+    ),
+    "gemini-patch-tmp": (
+        [
+            ".MEMORY.md.0b5c3a1e-1f2d-4c3b-9a8e-7d6c5b4a3f21.patch-tmp",
+            ".deploys.md.0b5c3a1e-1f2d-4c3b-9a8e-7d6c5b4a3f21.rollback",
+            ".GEMINI.md.ffffffff-0000-4000-8000-000000000000.patch-tmp",
+        ],
+        [
+            "deploys.md.0b5c3a1e-1f2d-4c3b-9a8e-7d6c5b4a3f21.patch-tmp",
+            ".deploys.md.0b5c3a1e.patch-tmp",
+            ".deploys.md.0B5C3A1E-1F2D-4C3B-9A8E-7D6C5B4A3F21.rollback",
+            ".rollback",
+            "x.patch",
+        ],
+    ),
     "macos-ds-store": ([".DS_Store"], ["DS_Store"]),
     "macos-appledouble": (["._notes.md"], ["_notes.md", "._"]),
 }
@@ -129,6 +150,11 @@ WAYS: dict[str, names.Way] = {
     "jetbrains": names.Way.WRITERS,
     "claude-backfill": names.Way.WRITERS,
     "gio-tmp": names.Way.WRITERS,
+    # Gemini CLI makes these in its own folder only; no agent writes one as memory.
+    "gemini-inbox": names.Way.REFUSED,
+    "gemini-lock": names.Way.REFUSED,
+    "gemini-state-tmp": names.Way.REFUSED,
+    "gemini-patch-tmp": names.Way.REFUSED,
     "macos-ds-store": names.Way.REFUSED,
     "macos-appledouble": names.Way.REFUSED,
 }
@@ -148,6 +174,14 @@ def test_a_refused_rules_names_are_refused_and_a_writers_are_not(key: str) -> No
             assert rule.key == key, (key, name, rule.key)
         else:
             assert rule is None, (key, name)
+
+
+@pytest.mark.parametrize("key", sorted(CASES))
+def test_no_name_a_rule_matches_feeds_the_preamble(key: str) -> None:
+    # PREAMBLE.md draws on Markdown and text outside dot folders (§6): none of these.
+    for name in CASES[key][0]:
+        path = f"{name}/x.md" if _is_folder_rule(key) else name
+        assert not names.feeds_preamble(path), (key, path)
 
 
 def test_every_folder_rule_is_refused() -> None:

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from memfs.app import offline
 from memfs.disk.config import Config, PreambleSettings
+from memfs.rules import names
 from memfs.rules import preamble as preamble_mod
 from memfs.rules.budget import cut_utf8, water_fill
 from memfs.rules.preamble import (
@@ -142,6 +143,56 @@ def test_is_handoff_is_the_glob(name: str) -> None:
     # is_handoff spells the glob out for speed; it must answer what fnmatch answers.
     expected = fnmatch.fnmatchcase(name.rsplit("/", 1)[-1], preamble_mod.HANDOFF_GLOB)
     assert is_handoff(name) is expected
+
+
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        ("notes.md", True),
+        ("MEMORY.md", True),
+        ("sub/deeper/notes.md", True),
+        ("handoff-claude_x_20261201.md", True),
+        ("README.MD", True),
+        ("design.markdown", True),
+        ("deploys.txt", True),  # goose's <category>.txt
+        ("Notes.TxT", True),
+        ("skills/x/SKILL.md", True),  # Codex's skills are memory: only Gemini's are drafts
+        # Under a dot folder, or a hidden file: a tool's or nobody's memory.
+        (".inbox/private/x.patch", False),
+        (".inbox/private/notes.md", False),
+        ("sub/.cache/notes.md", False),
+        (".notes.md", False),
+        (".extraction.lock", False),
+        (".extraction-state.json", False),
+        (".MEMORY.md.0b5c3a1e-1f2d-4c3b-9a8e-7d6c5b4a3f21.patch-tmp", False),
+        # Not Markdown or plain text by name, or no extension at all.
+        ("skills/x.patch", False),
+        ("state.json", False),
+        ("diagram.png", False),
+        ("notes.md.tmp.12345.0123456789ab", False),  # Claude Code's temp, in flight
+        ("notes.md~", False),
+        ("#notes.md#", False),
+        ("notes.md.partial", False),
+        ("TODO", False),
+        ("notes.", False),
+        ("md", False),
+    ],
+)
+def test_feeds_preamble_by_name(path: str, expected: bool) -> None:
+    assert names.feeds_preamble(path) is expected
+
+
+@given(st.text(alphabet="ab.MDdmtxT/~#-", max_size=16))
+def test_feeds_preamble_needs_a_memory_extension_and_no_dot_component(path: str) -> None:
+    fed = names.feeds_preamble(path)
+    if fed:
+        parts = path.split("/")
+        assert not any(p.startswith(".") for p in parts)
+        assert parts[-1].lower().endswith((".md", ".markdown", ".txt"))
+    # The rule leaves out every name a name rule matches (a writer's file in flight among
+    # them) by itself: no such name is ever fed to the preamble.
+    if fed:
+        assert names.path_rule(path) is None, path
 
 
 # --- strip_drift_header ----------------------------------------------------------
@@ -1186,6 +1237,39 @@ def test_files_that_are_not_text_are_indexed_not_inlined(fh: FakeHome) -> None:
     assert (
         index_line(text, "latin1.md") == b"- latin1.md (5 bytes, 2026-01-01; not text, not inlined)"
     )
+
+
+def test_only_markdown_and_text_outside_dot_folders_feed_the_preamble(fh: FakeHome) -> None:
+    # The newest files are no memory: a picture, a file with no extension, hidden files,
+    # a file in a dot folder, Claude Code's temp in flight. They take no Recent section
+    # and no index line; the topics, older, take them (issue 38).
+    own, work = fh.memory(".claude"), fh.memory(".claude-work")
+    for n, name in enumerate(
+        ["diagram.png", "TODO", ".notes.md", ".cache/notes.md", "notes.md.tmp.1.abcdefabcdef"]
+    ):
+        write(own / name, "not memory\n", at(100 + n))
+    write(work / "state.json", '{"runs": []}\n', at(99))
+    write(own / "handoff-a_20260101.md", "the plan\n", at(1))
+    write(own / "deploys.txt", "# deploy\nuse the blue button\n", at(30))
+    write(own / "design.MD", "---\ndescription: the design\n---\n", at(20))
+    write(work / "older.md", "older\n", at(10))
+    project = load_project(settings_of(fh, newest=2))
+    text = project.preamble(MOUNT_AT, NOW)
+    assert sections(text) == [
+        b"Handoff: handoff-a_20260101.md (from claude, 2026-01-01 00:00 UTC)",
+        b"Recent: deploys.txt",
+        b"Recent: design.MD",
+        b"Other files",
+    ]
+    assert index_line(text, "older.md") == b"- older.md (6 bytes, 2026-01-01)"
+    assert b"not memory" not in text
+    for name in ("diagram.png", "TODO", "notes.md", "state.json", ".tmp."):
+        assert f"- {name}".encode() not in text
+        assert f"{name} (".encode() not in text
+    assert not text.endswith(b"more\n")  # nor counted as more files
+    # The view shows them all the same.
+    shown = set(project.heads)
+    assert {"diagram.png", "TODO", ".notes.md", ".cache/notes.md", "state.json"} <= shown
 
 
 def test_a_latest_handoff_that_is_not_text_supersedes_still(fh: FakeHome) -> None:

@@ -1,4 +1,5 @@
-"""Names that are not memory: sync tools' and editors' files, and conflict copies (§2, §5.1).
+"""Names that are not memory: sync tools', editors' and agents' own files, conflict copies, and
+what PREAMBLE.md may draw on (§2, §5.1, §6).
 
 Layer rules: imports neither pyfuse3 nor trio, touches no disk; every function is safe from
 any thread.
@@ -8,10 +9,11 @@ which of two ways it goes (`Way`):
 
 - ``Way.REFUSED``: a tool's own file or a sync tool's name in flight (memfs's stage files,
   Syncthing's temp names and markers, ``.git``, AppleDouble ``._*``, ``.DS_Store``,
-  Dropbox, Nextcloud's journals, rsync's ``.~tmp~`` folder, ...). Never shown from any
-  source, and refused with ``EINVAL`` when a writer creates one through the mount
-  (create, mkdir, or a rename onto it): a name that would be accepted and then vanish at
-  the next mount is worse than an error at once.
+  Dropbox, Nextcloud's journals, rsync's ``.~tmp~`` folder, Gemini CLI's ``.inbox/``,
+  lock and temp names, ...). Never shown from any source, and refused with ``EINVAL``
+  when a writer creates one through the mount (create, mkdir, or a rename onto it): a
+  name that would be accepted and then vanish at the next mount is worse than an error
+  at once. So no name an agent might keep memory under is ever on this list.
 - ``Way.WRITERS``: a writer's own temporary, swap or backup file (rsync's
   ``.<name>.XXXXXX``, vim's ``.<name>.swp``, ``<name>~``, emacs's ``#<name>#``, rclone's
   ``.partial``, ...). A writer through the mount must be able to make, reopen and rename
@@ -27,6 +29,9 @@ another name, so `conflict_original` maps it to that name and the project shows 
 
 Claude Code's own temporary name, ``<file>.tmp.<pid>.<12 hex>``, is deliberately on no
 list: it is an ordinary name, shown from every source.
+
+What PREAMBLE.md draws on is narrower than what the view shows: Markdown and plain text
+outside dot folders (`feeds_preamble`), which no name a rule matches passes.
 """
 
 from __future__ import annotations
@@ -68,6 +73,7 @@ def _rule(key: str, way: Way, pattern: str, applies: Applies, why: str) -> Rule:
 F, D, A = Applies.FILE, Applies.FOLDER, Applies.ANY
 NO, OK = Way.REFUSED, Way.WRITERS
 IN_FLIGHT = "in flight"
+_UUID = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 TOOL_FILE = "sync tool's file"
 
 # Every name rule, in one place; tests/test_names.py holds a case for each key.
@@ -122,6 +128,30 @@ RULES: tuple[Rule, ...] = (
         F,
         f"{IN_FLIGHT}: Claude Code index backfill",
     ),
+    # Gemini CLI's bookkeeping in its memory folder (tmp/<id>/memory; its source at 0.56,
+    # 0.61 the same): patches its extraction proposes, waiting in `.inbox/{private,global}/`
+    # for the user's review; the lock of a run (O_EXCL, unlinked at its end); its state
+    # file's fixed temp name; and applying a patch, `.<file>.<uuid v4>.patch-tmp` (then a
+    # rename over the file) and `.<file>.<uuid v4>.rollback`. Gemini CLI makes them in its
+    # own folder only (through the mount it writes memory: a handoff, a topic), and no
+    # agent keeps memory under such a name. Its `.extraction-state.json` and `skills/`
+    # drafts are shown, and kept out of PREAMBLE.md (`feeds_preamble`, `gemini_draft`).
+    _rule("gemini-inbox", NO, r"\.inbox", D, f"{IN_FLIGHT}: Gemini CLI's proposed patches"),
+    _rule("gemini-lock", NO, r"\.extraction\.lock", F, f"{IN_FLIGHT}: Gemini CLI's run lock"),
+    _rule(
+        "gemini-state-tmp",
+        NO,
+        r"\.extraction-state\.json\.tmp",
+        F,
+        f"{IN_FLIGHT}: Gemini CLI temp file",
+    ),
+    _rule(
+        "gemini-patch-tmp",
+        NO,
+        r"\..+\." + _UUID + r"\.(?:patch-tmp|rollback)",
+        F,
+        f"{IN_FLIGHT}: Gemini CLI patch file",
+    ),
     # Desktop litter: Finder's folder settings and AppleDouble resource forks.
     _rule("macos-ds-store", NO, r"\.DS_Store", F, f"{TOOL_FILE}: macOS folder settings"),
     _rule("macos-appledouble", NO, r"\._.+", F, f"{TOOL_FILE}: macOS resource fork"),
@@ -169,6 +199,37 @@ def project_folder(name: str) -> bool:
     and is never canonicalised into one (`.git` would become the slug `-git`).
     """
     return not name.startswith(".")
+
+
+# --- what PREAMBLE.md draws on (§6) ---------------------------------------------
+
+# What every agent memfs serves keeps its memory in: Markdown (Claude Code, Gemini CLI,
+# Codex, Kilo, pi, orchestrators' handoffs) or plain text (goose's `<category>.txt`).
+MEMORY_EXTENSIONS = frozenset({"md", "markdown", "txt"})
+# Gemini CLI's folder of draft skills (`skills/<name>/SKILL.md`, `skills/*.patch`), which
+# its extraction proposes and the user has not reviewed; Codex's `skills/` is memory.
+GEMINI_DRAFTS = "skills"
+
+
+def feeds_preamble(path: str) -> bool:
+    """Whether a file at ``path`` (relative to its project folder) may be inlined or
+    indexed in PREAMBLE.md, by its name alone: no component begins with '.' (a tool's
+    folder or a hidden file: Gemini CLI's `.inbox/`, `.extraction-state.json`; Claude
+    Code's index backfill and Gemini CLI's loader skip them too) and the name ends in
+    `.md`, `.markdown` or `.txt`, in any case. A name without an extension does not:
+    no agent keeps memory under one, and the ones seen in tools' folders are their
+    bookkeeping (locks, markers, a pid). The view shows every such file all the same."""
+    parts = path.split("/")
+    if any(part.startswith(".") for part in parts):
+        return False
+    _, dot, extension = parts[-1].rpartition(".")
+    return bool(dot) and extension.lower() in MEMORY_EXTENSIONS
+
+
+def gemini_draft(path: str) -> bool:
+    """Whether ``path`` lies in Gemini CLI's draft skills folder, were its version Gemini
+    CLI's (the caller knows which source it comes from): never in PREAMBLE.md."""
+    return path.startswith(GEMINI_DRAFTS + "/")
 
 
 # --- conflict copies -----------------------------------------------------------------------

@@ -23,7 +23,7 @@ from typing import Any
 
 from sortedcontainers import SortedKeyList
 
-from memfs.disk.config import Config
+from memfs.disk.config import GEMINI, Config
 from memfs.rules import history, names, preamble
 from memfs.rules.tree import ROOT, Tree, parent_of
 from memfs.view.documents import BodyRead, BodyReader, Documents
@@ -211,10 +211,21 @@ class Project(Holdings):
         # so this is _in_preamble without running the rules again.
         if path in self._in_flight:
             return  # a writer's temp, swap or backup file: in the view, never in PREAMBLE.md
+        if not self._feeds_preamble(path, head):
+            return  # not memory by its name (§6): in the view, never in PREAMBLE.md
         if path != MEMORY:
             self._by_mtime.add(head)
         if preamble.is_handoff(parent_of(path)[1]):
             self._handoffs.add(head)
+
+    def _feeds_preamble(self, path: str, head: Version) -> bool:
+        """Whether head ``head`` at ``path`` may be inlined or indexed in PREAMBLE.md (§6):
+        Markdown or plain text outside dot folders, and not one of Gemini CLI's draft
+        skills (its folder's `skills/`; the same path in another source is memory)."""
+        if not names.feeds_preamble(path):
+            return False
+        source = self.config.sources[self.origins[head.origin].source]
+        return not (source.kind == GEMINI and names.gemini_draft(path))
 
     def _newest_first(self, versions: Iterable[Version]) -> list[Version]:
         """Newest first; equal mtimes in config order, so no scan order shows through."""
@@ -359,7 +370,9 @@ class Project(Holdings):
         """Assert every invariant; the tests call this after each change."""
         super()._check()  # what the sources hold
         self.tree._check()
-        indexed = {v for p, v in self._heads.items() if _in_preamble(p)}
+        indexed = {
+            v for p, v in self._heads.items() if _in_preamble(p) and self._feeds_preamble(p, v)
+        }
         assert indexed == {*self._by_mtime, *self._heads_memory()}
         assert list(self._handoffs) == sorted(
             (v for v in indexed if preamble.is_handoff(parent_of(v.path)[1])),
@@ -404,7 +417,8 @@ def _path_reason(path: str) -> str:
 
 
 def _in_preamble(path: str) -> bool:
-    """Heads the preamble may draw on: every one but a writer's file (names.RULES)."""
+    """Heads the name rules let the preamble draw on: every one but a writer's file
+    (names.RULES); `Project._feeds_preamble` narrows them to memory's names (§6)."""
     return not _path_reason(path)
 
 
