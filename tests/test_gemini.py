@@ -280,8 +280,8 @@ def test_gemini_bookkeeping_never_feeds_the_preamble(tmp_path: Path) -> None:
     slug, _, memory = both_tools(fh, tmp_path)
     for n, (name, body) in enumerate(GEMINI_INTERNALS.items()):
         write(memory / name, body, at(100 + n))
-    catalog = Catalog(cfg.load(fh.env))
-    project = catalog.project(slug)
+    catalog = offline.listed(cfg.load(fh.env))
+    project = offline.load(catalog, slug)
     assert project is not None
     catalog._check()
     text = project.preamble("/mnt/memfs/" + slug, at(1000))
@@ -321,12 +321,12 @@ def test_an_own_copy_of_a_gemini_draft_is_memory(tmp_path: Path) -> None:
     fh = fake_home(tmp_path, (".claude",), pi=False)
     slug, claude, memory = both_tools(fh, tmp_path)
     write(memory / "skills/release/SKILL.md", "gemini's DRAFT\n", at(100))
-    catalog = Catalog(cfg.load(fh.env))
-    project = catalog.project(slug)
+    catalog = offline.listed(cfg.load(fh.env))
+    project = offline.load(catalog, slug)
     assert project is not None
     assert b"DRAFT" not in project.preamble("/mnt/memfs/" + slug, at(1000))
     write(claude / "skills/release/SKILL.md", "REVIEWED skill\n", at(101))
-    project.rescan(0)
+    offline.rescan(project, 0)
     catalog._check()
     text = project.preamble("/mnt/memfs/" + slug, at(1000))
     assert b"## Recent: skills/release/SKILL.md" in text
