@@ -45,6 +45,11 @@ class Stats:
     releasedir: int = 0
     stale_swept: bool = False  # the crash sweep of the own source has finished
     stale_removed: int = 0
+    # The keeper (keeper.py): its first look at every source's folders is done; the
+    # changes made on disk it saw since, and the versions it kept for them.
+    disk_swept: bool = False
+    disk_changes: int = 0
+    disk_versions: int = 0
 
     def count(self, op: str) -> None:
         requests = self.requests
@@ -145,6 +150,9 @@ def _report(ops: Reporting) -> dict[str, Any]:
         "own_renames_skipped": watcher.own_renames if watcher is not None else 0,
         "stale_swept": ops.stats.stale_swept,
         "stale_removed": ops.stats.stale_removed,
+        "disk_swept": ops.stats.disk_swept,
+        "disk_changes": ops.stats.disk_changes,
+        "disk_versions": ops.stats.disk_versions,
         "inodes": len(ops.inodes),
         "open_handles": len(ops.files),
         # Claude Code loads only the head of MEMORY.md (§1): whose merged index is

@@ -48,6 +48,7 @@ import trio
 
 from memfs.adapter import workers
 from memfs.adapter.fs import STATUS_XATTR, MemFS
+from memfs.adapter.keeper import Keeper
 from memfs.adapter.watch import Watcher
 from memfs.app import mountpoint as bare
 from memfs.app import notify, tracebacks
@@ -385,16 +386,18 @@ async def _serve(ops: MemFS, mountpoint: Path) -> None:
     watcher = Watcher(ops.catalog, ops.publisher)
     watcher.turns.tune()
     ops.attach(watcher)
+    keeper = Keeper(ops.config, ops.stats)
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(ops.kernel.run)
             nursery.start_soon(watcher.run)
             nursery.start_soon(_signals, nursery.cancel_scope)
-            nursery.start_soon(_announce_ready, ops, mountpoint)
+            nursery.start_soon(_ready_then_keep, ops, mountpoint, keeper)
             await pyfuse3.main()
             nursery.cancel_scope.cancel()
     finally:
         watcher.close()
+        keeper.close()
 
 
 async def _signals(scope: trio.CancelScope) -> None:
@@ -404,6 +407,17 @@ async def _signals(scope: trio.CancelScope) -> None:
             log.info("received %s; unmounting", signal.Signals(signum).name)
             pyfuse3.terminate()  # STOPPING=1 is sent once, on the way out
             return
+
+
+async def _ready_then_keep(ops: MemFS, mountpoint: Path, keeper: Keeper) -> None:
+    """READY, then the work that waits for it: the stale-stage sweep, and the keeper."""
+    await _announce_ready(ops, mountpoint)
+    # After READY, so a large own source does not delay the mount; `memfs status` says
+    # when it is done (stale_swept).
+    ops.stats.stale_removed = await workers.run(_sweep_stale_stages, ops.config, ops.started_ns)
+    ops.stats.stale_swept = True
+    # After the sweep: a stale stage is no memory, and the keeper would read it.
+    await keeper.run()
 
 
 async def _announce_ready(ops: MemFS, mountpoint: Path) -> None:
@@ -418,10 +432,6 @@ async def _announce_ready(ops: MemFS, mountpoint: Path) -> None:
     if ready_socket:
         notify.notify(notify.READY, {"NOTIFY_SOCKET": ready_socket})
     log.info("memfs ready at %s", mountpoint)
-    # After READY, so a large own source does not delay the mount; `memfs status` says
-    # when it is done (stale_swept).
-    ops.stats.stale_removed = await workers.run(_sweep_stale_stages, config, ops.started_ns)
-    ops.stats.stale_swept = True
 
 
 def _sweep_stale_stages(config: Config, started_ns: int) -> int:

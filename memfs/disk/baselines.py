@@ -12,7 +12,7 @@ file of every source, the bytes it last read of it (its *baseline*, in the store
 store.py's ``files``), and when the file is replaced, rewritten or removed, that baseline is
 the version kept. What this promises, exactly:
 
-* A file is read (`take`) once it stood unchanged for `STILL_NS` (a second): a file being
+* A file is read (`read`) once it stood unchanged for `STILL_NS` (a second): a file being
   written in place is a mix until its writer is done, and memfs cannot tell the bytes of
   a version it never saw stand still. A file renamed into place is whole at once.
 * The last version of a removed file and the version a rename replaced are kept
@@ -39,11 +39,14 @@ import contextlib
 import errno
 import os
 import stat
+import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from memfs.disk import keeping, sources, store
+from memfs.disk import journal, keeping, sources, store
+from memfs.disk.config import Limits
 from memfs.disk.places import Place, open_dir, read_all
 from memfs.disk.store import Baseline
 from memfs.rules import history
@@ -87,12 +90,11 @@ def kept_root(state_dir: Path, source: str) -> Path:
     return state_dir / VERSIONS / source
 
 
-@dataclass(frozen=True)
-class Limits:
-    versions: int
-    history_bytes: int
-    state_bytes: int
-    max_bytes: int
+# Held by each look at a file, and by every plan through the mount from its first step
+# until it told the store what it left (`rebase`): a look sees the disk before a change
+# memfs made or after the store knows it, never between, so memfs never takes its own
+# change for one made on disk (and journals it once, as made through the mount).
+GUARD = threading.Lock()
 
 
 @dataclass
@@ -103,13 +105,8 @@ class Seen:
     path: str
     before: int | None
     after: int | None
-    kept: list[str] = field(default_factory=list)  # view paths kept or pruned
-
-    @property
-    def version(self) -> str:
-        """The view path of the version kept, '' if none was (identical bytes)."""
-        prefix = f"{HISTORY}/{self.path}/"
-        return next((v for v in reversed(self.kept) if v.startswith(prefix)), "")
+    kept: list[str] = field(default_factory=list)  # view paths that came or went
+    version: str = ""  # the view path of the version holding what it replaced
 
 
 @dataclass
@@ -133,6 +130,18 @@ def look(
     """Compare ``path`` of ``folder`` on disk with what memfs last read of it; keep that as
     a version if the file was replaced, rewritten or removed; read the file if it stood
     still long enough (else ask to be looked at again)."""
+    with GUARD:
+        return _look(db, folder, path, limits, state_dir, now_ns)
+
+
+def _look(
+    db: store.Store,
+    folder: Folder,
+    path: str,
+    limits: Limits,
+    state_dir: Path,
+    now_ns: int | None,
+) -> Looked:
     now = time.time_ns() if now_ns is None else now_ns
     name = os.fsencode(path)
     base = db.baseline(folder.key, name)
@@ -140,25 +149,33 @@ def look(
     if st is None or not stat.S_ISREG(st.st_mode):
         if base is None:
             return Looked()
-        kept = keep(db, folder, path, base, limits, state_dir)
+        kept, version = keep(db, folder, path, base, limits, state_dir)
         db.forget_baseline(folder.key, name)
-        return Looked(Seen(REMOVE, path, base.size, None, kept))
+        return Looked(Seen(REMOVE, path, base.size, None, kept, version))
     if base is not None and (st.st_ino, st.st_size, st.st_mtime_ns) == (
         base.ino,
         base.size,
         base.mtime_ns,
     ):
         return Looked()
+    renamed_in = base is None or st.st_ino != base.ino
+    # Read as it stands, to compare: a touch, or the same bytes written again, is no
+    # change, even while its writer is not done (the same bytes are the same version).
+    current = read(folder, path, limits.max_file_bytes, now_ns=now, whole=True)
+    if base is not None and current is not None and current.data == base.data:
+        db.set_baseline(folder.key, name, current)
+        return Looked()
+    # A file renamed into place is whole; one written in place, a version once still.
+    settled = current is not None and (renamed_in or not _settling(current.mtime_ns, now))
     seen = None
     if base is not None:
-        what = REPLACE if st.st_ino != base.ino else REWRITE
-        kept = keep(db, folder, path, base, limits, state_dir)
-        seen = Seen(what, path, base.size, st.st_size, kept)
-        # Kept: a rewrite in place that goes on is no new version until it stands still.
+        what = REPLACE if renamed_in else REWRITE
+        kept, version = keep(db, folder, path, base, limits, state_dir)
+        seen = Seen(what, path, base.size, st.st_size, kept, version)
         db.forget_baseline(folder.key, name)
-    renamed_in = base is None or st.st_ino != base.ino
-    read = take(db, folder, path, limits.max_bytes, now_ns=now, whole=renamed_in)
-    return Looked(seen, again=read is None and _exists(folder, path))
+    if current is not None and settled:
+        db.set_baseline(folder.key, name, current)
+    return Looked(seen, again=not settled and _unsettled(folder, path, limits, now))
 
 
 def sweep(
@@ -168,7 +185,7 @@ def sweep(
     before this one, or its folder's first look now): one changed or removed meanwhile
     keeps the version memfs read; one never read is read, if it stands still. Returns the
     changes seen and the paths to look at again (not standing still yet)."""
-    scan = sources.scan(folder.root, folder.parts, limits.max_bytes, folder.only)
+    scan = sources.scan(folder.root, folder.parts, limits.max_file_bytes, folder.only)
     if not scan.exists:
         return [], []
     on_disk = {f.path: f for f in scan.files if history.keeps_versions(f.path)}
@@ -189,16 +206,76 @@ def sweep(
     return seen, again
 
 
-def take(
-    db: store.Store,
-    folder: Folder,
-    path: str,
-    max_bytes: int,
-    *,
-    now_ns: int | None = None,
-    whole: bool = False,
+@dataclass(frozen=True)
+class OwnFolder:
+    """The own folder a plan through the mount changes, with what `catch_up` and `rebase`
+    need: the project's slug (for the journal), the limits, the state folder."""
+
+    folder: Folder
+    slug: str
+    limits: Limits
+    state_dir: Path
+
+
+def catch_up(own: OwnFolder, paths: Iterable[str] | None, *, now_ns: int | None = None) -> None:
+    """Before a plan changes ``paths`` of the own folder (None: it renames a folder, any
+    path may change): whatever changed there on disk since memfs last read it keeps its
+    version and is journaled now (the keeper's look may not have come yet), so the plan's
+    own change, which the store then learns (`rebase`), never hides it. Call with `GUARD`
+    held until `rebase` is done."""
+    db = store.of(own.state_dir)
+    for path in _every_path(db, own) if paths is None else paths:
+        if history.keeps_versions(path):
+            found = _look(db, own.folder, path, own.limits, own.state_dir, now_ns)
+            if found.seen is not None:
+                record(own.state_dir, own.slug, own.folder.source, found.seen)
+
+
+def rebase(own: OwnFolder, paths: Iterable[str] | None) -> None:
+    """What a plan through the mount left at ``paths`` of the own folder (None: every
+    path) is what memfs read of them now (read at once: each is a whole file renamed
+    into place, or gone). The plan kept the versions it replaced itself (keeping.py)."""
+    db = store.of(own.state_dir)
+    key = own.folder.key
+    for path in _every_path(db, own) if paths is None else paths:
+        if not history.keeps_versions(path):
+            continue
+        found = read(own.folder, path, own.limits.max_file_bytes, whole=True)
+        if found is None:
+            db.forget_baseline(key, os.fsencode(path))
+        else:
+            db.set_baseline(key, os.fsencode(path), found)
+
+
+def _every_path(db: store.Store, own: OwnFolder) -> list[str]:
+    """Every path of the own folder memfs read or that is there now: what a folder renamed
+    whole may have changed."""
+    folder = own.folder
+    scan = sources.scan(folder.root, folder.parts, own.limits.max_file_bytes, folder.only)
+    known = {os.fsdecode(p) for p in db.baselines(folder.key)}
+    return sorted(known | {f.path for f in scan.files})
+
+
+def record(state_dir: Path, slug: str, source: str, seen: Seen) -> None:
+    """Journal ``seen``, a change of ``source``'s file of project ``slug`` made on disk by
+    a process the kernel does not name (§7.2)."""
+    change = journal.Change(
+        slug,
+        seen.path,
+        seen.what,
+        before=seen.before,
+        after=seen.after,
+        kept=seen.version,
+        way=journal.DISK,
+        source=source,
+    )
+    journal.record(state_dir, change)
+
+
+def read(
+    folder: Folder, path: str, max_bytes: int, *, now_ns: int | None = None, whole: bool = False
 ) -> Baseline | None:
-    """Read ``path`` of ``folder`` as its baseline, if it stood still for `STILL_NS` (or
+    """``path`` of ``folder`` as it stands, if it stood still for `STILL_NS` (or
     ``whole``: a file just renamed into place is a whole version already) and did not
     change while it was read; None when it did not (or is no file memfs serves)."""
     now = time.time_ns() if now_ns is None else now_ns
@@ -210,7 +287,7 @@ def take(
         before = os.fstat(fd)
         if not stat.S_ISREG(before.st_mode) or before.st_size > max_bytes:
             return None
-        if not whole and now - before.st_mtime_ns < STILL_NS:
+        if not whole and _settling(before.st_mtime_ns, now):
             return None
         data = read_all(fd)
         after = os.fstat(fd)
@@ -220,29 +297,28 @@ def take(
         return None
     if len(data) != after.st_size:
         return None
-    found = Baseline(after.st_ino, after.st_size, after.st_mtime_ns, after.st_mode, data)
-    db.set_baseline(folder.key, os.fsencode(path), found)
-    return found
+    return Baseline(after.st_ino, after.st_size, after.st_mtime_ns, after.st_mode, data)
 
 
 def keep(
     db: store.Store, folder: Folder, path: str, base: Baseline, limits: Limits, state_dir: Path
-) -> list[str]:
+) -> tuple[list[str], str]:
     """Keep ``base`` as a version of ``path``: in the own source's ``.history/``, or a
     read-only source's mirror in the state folder (bounded there, see the module).
-    Returns the view paths of versions kept or pruned."""
+    Returns the view paths of versions kept or pruned, and that of the version holding
+    ``base`` (added now or kept already: identical bytes are one version)."""
     place = folder.kept(state_dir)
     history = place.below(HISTORY, *sources.split(path))
     mode = base.mode if folder.own else 0o600  # the state folder's files are private
     spec = keeping.Keep(history, folder.source, limits.versions, path, place)
     try:
-        kept = keeping.keep_bytes(spec, base.data, mode, base.mtime_ns)
+        kept, version = keeping.keep_bytes(spec, base.data, mode, base.mtime_ns)
     except OSError as exc:
         if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
-            return []  # the folder went, or is no folder now: nothing to keep it in
+            return [], ""  # the folder went, or is no folder now: nothing to keep it in
         raise
     if folder.own:
-        return kept
+        return kept, version
     # The state folder's kept versions, counted in the store by their folder below
     # `versions/` (``<source>/<parts>/.history/<path>``), in the order kept.
     row = _row(folder, f"{HISTORY}/{path}")
@@ -253,7 +329,20 @@ def keep(
             db.kept_added(row, name, len(base.data))
         else:
             db.kept_gone(row, name)
-    return kept + _bound(db, folder, limits, state_dir)
+    pruned = _bound(db, folder, limits, state_dir)
+    return kept + pruned, "" if version in pruned else version
+
+
+def drop(folder: Folder, views: Iterable[str]) -> None:
+    """Remove the own ``folder``'s kept versions at ``views`` (``.history/<path>/<name>``),
+    to keep it within its bytes for history (the keeper decides which)."""
+    for view in views:
+        *dirs, name = sources.split(view)
+        with (
+            contextlib.suppress(OSError),
+            sources.open_folder(folder.root, [*folder.parts, *dirs]) as fd,
+        ):
+            os.unlink(name, dir_fd=fd)
 
 
 def _row(folder: Folder, inside: str) -> bytes:
@@ -284,6 +373,25 @@ def _stat(folder: Folder, path: str) -> os.stat_result | None:
             return os.stat(name, dir_fd=fd, follow_symlinks=False)
     except OSError:
         return None
+
+
+def _settling(mtime_ns: int, now_ns: int) -> bool:
+    """Whether a file was changed too lately to be read as a version: within `STILL_NS`
+    (an mtime ahead of the clock, as `touch -d` or another machine's leaves, is read
+    at once: waiting for it would never end)."""
+    return 0 <= now_ns - mtime_ns < STILL_NS
+
+
+def _unsettled(folder: Folder, path: str, limits: Limits, now_ns: int) -> bool:
+    """Whether ``path`` is a file memfs would read once it stands still (a file it cannot
+    read, or too big to serve, is not looked at again until it changes)."""
+    st = _stat(folder, path)
+    return (
+        st is not None
+        and stat.S_ISREG(st.st_mode)
+        and st.st_size <= limits.max_file_bytes
+        and _settling(st.st_mtime_ns, now_ns)
+    )
 
 
 def _exists(folder: Folder, path: str) -> bool:

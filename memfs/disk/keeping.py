@@ -66,7 +66,8 @@ def keep_version(folder: Place, dir_fd: int, name: str, keep: Keep | None) -> li
         return []
     kfd = open_dir(keep.folder, create=True, near=(folder, dir_fd))
     try:
-        names, added = _keep_one(dir_fd, name, st, kfd, keep)
+        names, holder = _keep_one(dir_fd, name, st, kfd, keep)
+        added = holder in names
         touched = keep.view_paths(names)
         os.fsync(kfd)
     finally:
@@ -98,7 +99,7 @@ def _drop_kept(project: Place, view: str) -> bool:
 
 def _keep_one(
     dir_fd: int, name: str, st: os.stat_result, kfd: int, keep: Keep
-) -> tuple[list[str], bool]:
+) -> tuple[list[str], str]:
     """The link (or copy) of ``name`` into the history folder ``kfd``, and the pruning of
     its versions past ``keep.last``: the names that came or went there (`_keep_into`)."""
     return _keep_into(
@@ -111,16 +112,17 @@ def _keep_one(
     )
 
 
-def keep_bytes(keep: Keep, data: bytes, mode: int, mtime_ns: int) -> list[str]:
+def keep_bytes(keep: Keep, data: bytes, mode: int, mtime_ns: int) -> tuple[list[str], str]:
     """Keep ``data`` (a version memfs read before it changed on disk, issue 37: the file
     is gone or rewritten, so there is nothing to link) in ``keep``, with its mode and
-    mtime, as `keep_version` keeps a file; returns the view paths that came or went. Empty
-    bytes keep nothing."""
+    mtime, as `keep_version` keeps a file. Returns the view paths that came or went, and
+    the view path of the version that holds ``data`` (added now, or kept already with
+    these very bytes; '' for empty bytes, which keep nothing)."""
     if not data:
-        return []
+        return [], ""
     kfd = open_dir(keep.folder, create=True)
     try:
-        names, _ = _keep_into(
+        names, holder = _keep_into(
             kfd,
             keep,
             len(data),
@@ -132,7 +134,7 @@ def keep_bytes(keep: Keep, data: bytes, mode: int, mtime_ns: int) -> list[str]:
         os.fsync(kfd)
     finally:
         os.close(kfd)
-    return touched
+    return touched, keep.view_paths([holder])[0] if holder else ""
 
 
 def _keep_into(
@@ -142,11 +144,11 @@ def _keep_into(
     mtime_ns: int,
     read: Callable[[], bytes | None],
     put: Callable[[str], None],
-) -> tuple[list[str], bool]:
+) -> tuple[list[str], str]:
     """Keep a version of ``size`` bytes written at ``mtime_ns`` in the history folder
     ``kfd`` (``put`` makes the file of a name, ``read`` reads its bytes), and prune the
-    versions past ``keep.last``: the names that came or went there, and whether a version
-    was added.
+    versions past ``keep.last``: the names that came or went there, and the name of the
+    version holding these bytes ('' when none is kept: ``versions = 0``).
 
     Versions go in the order they were kept, never by their mtime (§7.2): a version
     older by mtime than every kept one (`cp -p`, `rsync -a`, `touch -d`) is the newest
@@ -160,11 +162,12 @@ def _keep_into(
         for old, _ in mine:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(old, dir_fd=kfd)
-        return [old for old, _ in mine], False
+        return [old for old, _ in mine], ""
     n = max((history.order(v)[1] for v, _ in mine), default=0) + 1
     target = history.version_name(keep.prefix, mtime_ns, n)
-    if _same_bytes_kept(size, read, kfd, mine) is not None:
-        return [], False  # kept already: identical bytes are one version
+    same = _same_bytes_kept(size, read, kfd, mine)
+    if same is not None:
+        return [], same  # kept already: identical bytes are one version
     # The last ``last`` with this one: pruned first, then linked, so memfs killed between
     # the two leaves no more than ``last``.
     touched = [old for old, _ in mine[: max(0, len(mine) + 1 - keep.last)]]
@@ -175,7 +178,7 @@ def _keep_into(
         try:
             put(target)
             touched.append(target)
-            return touched, True
+            return touched, target
         except FileExistsError:  # made since the listing: the next number
             n += 1
             target = history.version_name(keep.prefix, mtime_ns, n)

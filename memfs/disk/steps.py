@@ -13,15 +13,19 @@ staging.py's; this module only sequences it. It may import staging, never the re
 
 from __future__ import annotations
 
+import logging
 import os
+import sqlite3
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from memfs.disk import journal, procs, sources, staging
+from memfs.disk import baselines, journal, procs, sources, staging
 from memfs.rules.history import HISTORY
+
+log = logging.getLogger(__name__)
 
 
 class Step(Protocol):
@@ -306,6 +310,7 @@ def apply(
     max_bytes: int,
     change: journal.Change | None = None,
     state_dir: Path | None = None,
+    own_folder: baselines.OwnFolder | None = None,
 ) -> Applied:
     """Run ``steps`` in order, then stat every path they touched; never raises OSError.
 
@@ -316,26 +321,51 @@ def apply(
     """
     out = Applied()
     kept: list[str] = []
-    try:
-        for step in steps:
-            kept += step.run()
-    except Skipped as skip:
-        out.skipped = skip.why
-        return out
-    except OSError as exc:
-        out.error = exc
-    out.at_ns = time.monotonic_ns()
-    todo = list(reread)
-    if own is not None:
-        todo += [(own[0], own[1], path) for path in kept]
-    wanted = [(where.root, where.parts, path) for _, where, path in todo]
-    looks = sources.look_each(wanted, max_bytes)
-    out.found = [(origin, path, st) for (origin, _, path), st in zip(todo, looks, strict=True)]
+    with baselines.GUARD:
+        # A folder renamed whole (``rescan``) may change any path of the own folder.
+        mine = None if rescan is not None else [p for o, _, p in reread if own and o == own[0]]
+        if own_folder is not None:
+            _catch_up(own_folder, mine)
+        try:
+            for step in steps:
+                kept += step.run()
+        except Skipped as skip:
+            out.skipped = skip.why
+            return out
+        except OSError as exc:
+            out.error = exc
+        out.at_ns = time.monotonic_ns()
+        todo = list(reread)
+        if own is not None:
+            todo += [(own[0], own[1], path) for path in kept]
+        wanted = [(where.root, where.parts, path) for _, where, path in todo]
+        looks = sources.look_each(wanted, max_bytes)
+        out.found = [(o, path, st) for (o, _, path), st in zip(todo, looks, strict=True)]
+        if own_folder is not None:
+            _rebase(own_folder, mine)
     if rescan is not None:
         out.scan = sources.scan(rescan.root, rescan.parts, max_bytes, rescan.only)
     if change is not None and state_dir is not None and out.error is None:
         _journal(change, state_dir, out.found, own[0] if own is not None else None)
     return out
+
+
+def _catch_up(own: baselines.OwnFolder, paths: list[str] | None) -> None:
+    """A change on disk to ``paths`` that the keeper has not looked at yet keeps its
+    version before the plan changes them (`baselines.catch_up`)."""
+    try:
+        baselines.catch_up(own, paths)
+    except (OSError, sqlite3.Error) as exc:
+        log.warning("cannot keep what changed on disk in %s: %s", own.folder.path, exc)
+
+
+def _rebase(own: baselines.OwnFolder, paths: list[str] | None) -> None:
+    """The store learns what the plan left at ``paths`` of the own folder, so that the
+    keeper (adapter/keeper.py) never takes this change for one made on disk."""
+    try:
+        baselines.rebase(own, paths)
+    except (OSError, sqlite3.Error) as exc:
+        log.warning("cannot note what a change left in %s: %s", own.folder.path, exc)
 
 
 def _journal(

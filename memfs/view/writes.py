@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from memfs.disk import journal, sources, staging, state, steps
+from memfs.disk.baselines import Folder, OwnFolder
 from memfs.disk.config import Config
 from memfs.disk.index_save import RestoreHidden, SaveIndex
 from memfs.disk.staging import RENAME_NOREPLACE
@@ -86,6 +87,7 @@ class Plan:
     own: int | None = None  # the own origin, where kept versions land
     change: journal.Change | None = None  # what the journal records once it ran (§7.2)
     state_dir: Path | None = None
+    own_folder: OwnFolder | None = None  # for what memfs read of it (issue 37)
     index: SaveIndex | RestoreHidden | None = None  # the step that sets an index's hidden lines
 
     def read_again(self, origin: int, place: Origin, path: str) -> None:
@@ -109,6 +111,7 @@ class Plan:
             max_bytes=max_bytes,
             change=self.change,
             state_dir=self.state_dir,
+            own_folder=self.own_folder,
         )
 
 
@@ -168,6 +171,14 @@ def target_folder(catalog: Catalog, slug: str, path: str) -> staging.Place:
 def keeps_versions(path: str) -> bool:
     """`history.keeps_versions`, with the name rules' answers kept (holdings.py)."""
     return history.keeps_versions(path, cached_path_rule)
+
+
+def own_folder(config: Config, slug: str, origin: Origin) -> OwnFolder:
+    """The own folder ``origin`` of project ``slug``, as a plan's worker call needs it to
+    keep what changed there on disk (disk/baselines.py)."""
+    name = config.sources[origin.source].name
+    folder = Folder(name, origin.root, origin.parts, True, origin.only)
+    return OwnFolder(folder, slug, config.limits, config.state_dir)
 
 
 def keep_for(
@@ -299,7 +310,9 @@ class Planner:
     def _plan(self, what: str | None = None, path: str = "", to: str = "") -> Plan:
         """An empty plan; with ``what``, one the journal records as that change of
         ``path`` (to ``to``, a rename's), its size before as the view shows it."""
-        plan = Plan(self.project.slug, own=self.own, origins={self.own: self._own_origin()})
+        origin = self._own_origin()
+        plan = Plan(self.project.slug, own=self.own, origins={self.own: origin})
+        plan.own_folder = own_folder(self.config, self.project.slug, origin)
         if what is not None:
             self._journal(plan, what, path, to)
         return plan

@@ -1,0 +1,247 @@
+"""Versions of every source's files, however they are written (§7.2, issue 37): a replace
+by temp+rename, a rewrite in place, an `rm` and a consolidation made straight on disk, in
+the own source and in a read-only one, each keeps the version it replaced; `memfs log`
+lists it as made on disk; `memfs restore` puts it back (a read-only source's as an own
+copy); the read-only source stays byte-identical. Real mount (tier 3)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+from mounting import MOUNT_MARKS, Mount, Mounts, Sandbox, slug_of, wait_until
+
+pytestmark = MOUNT_MARKS
+
+SLUG = slug_of(Path("/home/u/src/shop"))
+OWN, READ_ONLY = "personal", "work"
+STILL = 1.2  # a little more than the second a file must stand still to be read
+
+
+def _mount(sandbox: Sandbox, mounts: Mounts) -> Mount:
+    """Mounted, once the keeper read every file there at the start."""
+    m = mounts()
+    wait_until(lambda: m.status()["disk_swept"], 20, what="the keeper's first pass")
+    return m
+
+
+def _bodies(sandbox: Sandbox, source: str, path: str) -> dict[str, bytes]:
+    """``source``'s versions of ``path`` as the mount shows them, by view name."""
+    folder = sandbox.mnt(SLUG, ".history", path)
+    if not folder.is_dir():
+        return {}
+    return {n: (folder / n).read_bytes() for n in os.listdir(folder) if n.startswith(source + "@")}
+
+
+def _wait_bodies(sandbox: Sandbox, source: str, path: str, want: set[bytes]) -> dict[str, bytes]:
+    wait_until(
+        lambda: set(_bodies(sandbox, source, path).values()) >= want,
+        15,
+        what=f"{source}'s versions of {path}: {sorted(want)}",
+    )
+    return _bodies(sandbox, source, path)
+
+
+def _tree(root: Path) -> dict[str, str]:
+    """Every file below ``root`` by its hash (and mode): what byte-identical compares."""
+    found = {}
+    for p in sorted(root.rglob("*")):
+        st = p.lstat()
+        if p.is_file():
+            found[str(p.relative_to(root))] = (
+                f"{st.st_mode:o} " + hashlib.sha256(p.read_bytes()).hexdigest()
+            )
+        else:
+            found[str(p.relative_to(root))] = f"{st.st_mode:o}"
+    return found
+
+
+def _log(sandbox: Sandbox) -> list[dict[str, object]]:
+    r = sandbox.memfs("log", "--json", "-n", "0", sandbox.mnt(SLUG))
+    assert r.returncode == 0, r.stderr
+    return list(json.loads(r.stdout))
+
+
+def _on_disk(sandbox: Sandbox, source: str, path: str) -> list[dict[str, object]]:
+    return [
+        c
+        for c in _log(sandbox)
+        if c["way"] == "disk" and c["source"] == source and c["path"] == path
+    ]
+
+
+def _restore_each(sandbox: Sandbox, source: str, path: str, kept: dict[str, bytes]) -> None:
+    """Each kept version, restored by its `.history` path, is what the mount shows after."""
+    for name, body in sorted(kept.items()):
+        r = sandbox.memfs("restore", sandbox.mnt(SLUG, ".history", path, name))
+        assert r.returncode == 0, r.stderr
+        assert sandbox.mnt(SLUG, path).read_bytes() == body, name
+        # It landed in the own source: a read-only source is never written.
+        assert sandbox.folder(OWN, SLUG).joinpath(path).read_bytes() == body
+
+
+def _replace(target: Path, body: str) -> None:
+    temp = target.with_name(f".{target.name}.tmp.{os.getpid()}")
+    temp.write_text(body)
+    os.rename(temp, target)
+
+
+def _rewrite_in_place(target: Path, body: str) -> None:
+    with open(target, "r+") as f:
+        f.truncate(0)
+        f.write(body)
+
+
+@pytest.mark.parametrize("source", [OWN, READ_ONLY])
+def test_three_replaces_by_rename_keep_every_body(
+    sandbox: Sandbox, mounts: Mounts, source: str
+) -> None:
+    target = sandbox.write(source, SLUG, "notes.md", "v0\n", age_days=1)  # there at the start
+    _mount(sandbox, mounts)
+    for n in range(1, 4):
+        _replace(target, f"v{n}\n")
+        time.sleep(0.2)
+    kept = _wait_bodies(sandbox, source, "notes.md", {b"v0\n", b"v1\n", b"v2\n"})
+    assert sorted(kept.values()) == [b"v0\n", b"v1\n", b"v2\n"]
+    wait_until(lambda: len(_on_disk(sandbox, source, "notes.md")) == 3, 10, what="journal")
+    changes = _on_disk(sandbox, source, "notes.md")
+    assert {c["what"] for c in changes} == {"replace"}
+    assert {c["kept"] for c in changes} == {f".history/notes.md/{n}" for n in kept}
+    text = sandbox.memfs("log", sandbox.mnt(SLUG)).stdout
+    assert "on disk" in text
+    assert "unknown" in text
+    before = _tree(sandbox.source(READ_ONLY).root)
+    _restore_each(sandbox, source, "notes.md", kept)
+    assert _tree(sandbox.source(READ_ONLY).root) == before
+
+
+@pytest.mark.parametrize("source", [OWN, READ_ONLY])
+def test_three_rewrites_in_place_keep_every_body(
+    sandbox: Sandbox, mounts: Mounts, source: str
+) -> None:
+    target = sandbox.write(source, SLUG, "notes.md", "v0\n", age_days=1)
+    _mount(sandbox, mounts)
+    for n in range(1, 4):
+        time.sleep(STILL)  # each version stood still a second before its rewrite began
+        _rewrite_in_place(target, f"v{n}\n")
+    kept = _wait_bodies(sandbox, source, "notes.md", {b"v0\n", b"v1\n", b"v2\n"})
+    assert sorted(kept.values()) == [b"v0\n", b"v1\n", b"v2\n"]
+    changes = _on_disk(sandbox, source, "notes.md")
+    assert [c["what"] for c in changes] == ["rewrite"] * 3
+    before = _tree(sandbox.source(READ_ONLY).root)
+    _restore_each(sandbox, source, "notes.md", kept)
+    assert _tree(sandbox.source(READ_ONLY).root) == before
+
+
+@pytest.mark.parametrize("source", [OWN, READ_ONLY])
+def test_rm_keeps_the_last_body_and_restore_brings_it_back(
+    sandbox: Sandbox, mounts: Mounts, source: str
+) -> None:
+    target = sandbox.write(source, SLUG, "notes.md", "the only copy\n", age_days=1)
+    _mount(sandbox, mounts)
+    target.unlink()
+    kept = _wait_bodies(sandbox, source, "notes.md", {b"the only copy\n"})
+    wait_until(lambda: not sandbox.mnt(SLUG, "notes.md").exists(), 5, what="gone from view")
+    assert [c["what"] for c in _on_disk(sandbox, source, "notes.md")] == ["remove"]
+    before = _tree(sandbox.source(READ_ONLY).root)
+    ask: list[str | Path] = ["restore", sandbox.mnt(SLUG, "notes.md")]
+    if source == READ_ONLY:
+        ask[1:1] = ["--from", READ_ONLY]  # another source's version, as an own copy
+    r = sandbox.memfs(*ask)
+    assert r.returncode == 0, r.stderr
+    assert sandbox.mnt(SLUG, "notes.md").read_bytes() == b"the only copy\n"
+    assert sandbox.folder(OWN, SLUG).joinpath("notes.md").read_bytes() == b"the only copy\n"
+    assert _tree(sandbox.source(READ_ONLY).root) == before
+    assert len(kept) == 1
+
+
+@pytest.mark.parametrize("source", [OWN, READ_ONLY])
+def test_a_consolidation_removing_23_files_keeps_each(
+    sandbox: Sandbox, mounts: Mounts, source: str
+) -> None:
+    """Claude Code's Auto Dream removed 23 memory files with no record: 23 removed within
+    100 ms and the index rewritten, every body kept and restorable."""
+    names = [f"topic-{i:02}.md" for i in range(23)]
+    index = "".join(f"- [{n}]({n}) — about {n}\n" for n in names)
+    for n in names:
+        sandbox.write(source, SLUG, n, f"# {n}\nwhat {n} knew\n", age_days=1)
+    folder = sandbox.write(source, SLUG, "MEMORY.md", index, age_days=1).parent
+    _mount(sandbox, mounts)
+    started = time.monotonic()
+    for n in names:
+        (folder / n).unlink()
+    assert time.monotonic() - started < 0.1
+    _replace(folder / "MEMORY.md", "- [summary.md](summary.md) — all of it, shortened\n")
+    for n in names:
+        _wait_bodies(sandbox, source, n, {f"# {n}\nwhat {n} knew\n".encode()})
+    _wait_bodies(sandbox, source, "MEMORY.md", {index.encode()})
+    removed = {c["path"] for c in _log(sandbox) if c["way"] == "disk" and c["what"] == "remove"}
+    assert removed >= set(names)
+    before = _tree(sandbox.source(READ_ONLY).root)
+    for n in names:
+        ask: list[str | Path] = ["restore", sandbox.mnt(SLUG, n)]
+        if source == READ_ONLY:
+            ask[1:1] = ["--from", READ_ONLY]
+        r = sandbox.memfs(*ask)
+        assert r.returncode == 0, r.stderr
+        assert sandbox.mnt(SLUG, n).read_text() == f"# {n}\nwhat {n} knew\n"
+    assert _tree(sandbox.source(READ_ONLY).root) == before
+
+
+@pytest.mark.parametrize("source", [OWN, READ_ONLY])
+def test_versions_limit_and_identical_bytes(sandbox: Sandbox, mounts: Mounts, source: str) -> None:
+    sandbox.write_config(limits={"versions": 5})
+    target = sandbox.write(source, SLUG, "notes.md", "v0\n", age_days=1)
+    _mount(sandbox, mounts)
+    for n in range(1, 31):
+        _replace(target, f"v{n}\n")
+        time.sleep(0.02)
+    _wait_bodies(sandbox, source, "notes.md", {b"v29\n"})
+    time.sleep(0.5)
+    kept = _bodies(sandbox, source, "notes.md")
+    assert sorted(kept.values()) == [f"v{n}\n".encode() for n in range(25, 30)]
+    # The same bytes again, and a touch: no version, no change.
+    changes = len(_on_disk(sandbox, source, "notes.md"))
+    for _ in range(3):
+        time.sleep(STILL)
+        _replace(target, "v30\n")
+        _rewrite_in_place(target, "v30\n")
+        os.utime(target)
+    time.sleep(STILL + 0.5)
+    assert _bodies(sandbox, source, "notes.md") == kept
+    assert len(_on_disk(sandbox, source, "notes.md")) == changes
+
+
+def test_a_change_through_the_mount_is_journaled_once(sandbox: Sandbox, mounts: Mounts) -> None:
+    """memfs's own commits into the own source are no change on disk: one row each, its
+    version kept once."""
+    sandbox.write(OWN, SLUG, "notes.md", "v0\n", age_days=1)
+    _mount(sandbox, mounts)
+    path = sandbox.mnt(SLUG, "notes.md")
+    for n in range(1, 4):
+        path.write_text(f"v{n}\n")
+    sandbox.mnt(SLUG, "gone.md").write_text("brief\n")
+    sandbox.mnt(SLUG, "gone.md").unlink()
+    time.sleep(STILL + 0.5)
+    log = _log(sandbox)
+    assert [c for c in log if c["way"] == "disk"] == []
+    assert sorted(_bodies(sandbox, OWN, "notes.md").values()) == [b"v0\n", b"v1\n", b"v2\n"]
+
+
+def test_a_change_on_disk_right_before_one_through_the_mount_is_kept(
+    sandbox: Sandbox, mounts: Mounts
+) -> None:
+    """A tool replaces the own file and memfs commits over it before the keeper looked:
+    the tool's replaced version and its own are both kept."""
+    target = sandbox.write(OWN, SLUG, "notes.md", "base\n", age_days=1)
+    _mount(sandbox, mounts)
+    for n in range(5):
+        _replace(target, f"tool {n}\n")
+        sandbox.mnt(SLUG, "notes.md").write_text(f"mount {n}\n")
+    want = {b"base\n"} | {f"tool {n}\n".encode() for n in range(5)}
+    want |= {f"mount {n}\n".encode() for n in range(4)}
+    assert set(_wait_bodies(sandbox, OWN, "notes.md", want).values()) == want
