@@ -351,6 +351,10 @@ def format_status(status: Mapping[str, Any]) -> list[str]:
             ),
             n_over,
         )
+    followed = status.get("moves") or []
+    if followed:
+        lines.append(f"moved projects followed: {len(followed)}")
+        lines += [f"  {m['old_path']} ({m['from']}) -> {m['to']}" for m in followed]
     stale = status.get("stale_own_heads") or []
     if stale:
         n_stale = status.get("stale_own_heads_count", len(stale))

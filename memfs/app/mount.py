@@ -386,6 +386,7 @@ async def _serve(ops: MemFS, mountpoint: Path) -> None:
     watcher = Watcher(ops.catalog, ops.publisher)
     watcher.turns.tune()
     ops.attach(watcher)
+    await ops.moves.load()  # the moves followed before (§4.2), before the first request
     keeper = Keeper(ops.config, ops.stats)
     try:
         async with trio.open_nursery() as nursery:

@@ -26,7 +26,7 @@ from sortedcontainers import SortedDict
 from memfs.disk import baselines, sources, staging, state
 from memfs.disk.config import Config
 from memfs.disk.roots import Listing
-from memfs.rules import names
+from memfs.rules import moves, names
 from memfs.rules import slug as slugs
 from memfs.view import userlevel
 from memfs.view.documents import BodyReader
@@ -63,6 +63,10 @@ class Catalog:
         self._early: list[tuple[bool, int, str, str | None]] = []
         # A mapped (Gemini CLI) source's folders: source -> folder name -> its slug
         self._mapped: dict[int, dict[str, str]] = {}
+        # The moves followed (§4.2): old canonical slug -> the slug it moved to, and its
+        # old path. Every folder of the old slug is listed under the end of its chain.
+        self._moved: dict[str, str] = {}
+        self._moved_paths: dict[str, str] = {}
         # global/<kind> -> its origins (§4.1): fixed by the config, listed or not
         self._global = {
             userlevel.slug_of(k): userlevel.origins(config, userlevel.slug_of(k))
@@ -100,7 +104,7 @@ class Catalog:
         if not sources.valid_name(name) or not names.project_folder(name):
             return None
         is_mapped = self.config.sources[source].mapped
-        canonical = mapped if is_mapped else slugs.canonical_slug(name)
+        canonical = mapped if is_mapped else self._slug_of(name)
         if canonical is None or not canonical.startswith("-"):
             # Slugs encode absolute paths, so they begin with '-'; anything else in a
             # source's root is not a project (and must never shadow `here`).
@@ -180,6 +184,7 @@ class Catalog:
     def adopt(self, project: Project) -> Project:
         """Publish a built project; an empty view of the same slug is superseded by it."""
         self._empty.pop(project.slug, None)
+        project.set_moved_from(self.moved_from(project.slug))
         self._projects[project.slug] = project
         return project
 
@@ -197,7 +202,46 @@ class Catalog:
 
     def _origin(self, source: int, name: str) -> Origin:
         spec = self.config.sources[source]
-        return Origin(source, spec.root, (name, *spec.tail))
+        moved = not spec.mapped and slugs.canonical_slug(name) in self._moved
+        return Origin(source, spec.root, (name, *spec.tail), moved=moved)
+
+    # --- moved projects (§4.2) ------------------------------------------------------
+
+    def _slug_of(self, name: str) -> str:
+        """The project a slug folder's ``name`` is listed under: its canonical slug, or
+        where that slug's project moved to."""
+        return moves.final_slug(self._moved, slugs.canonical_slug(name))
+
+    def follow(self, old: str, new: str, old_path: str) -> list[str]:
+        """Show slug ``old``'s folders (every source's) in project ``new`` from now on: its
+        project moved from ``old_path`` (disk/moves.py decided so). Memory only; returns the
+        slugs whose folders changed, sorted. Before the listing it is taken in with it."""
+        if old == new or self._moved.get(old) == new or new in moves.moved_into(self._moved, old):
+            return []  # followed already, or a loop a move back would make
+        touched: set[str | None] = set()
+        folders = sorted(self._slugs.get(old, ())) if self._slugs is not None else []
+        folders = [(s, n) for s, n in folders if not self.config.sources[s].mapped]
+        for source, name in folders:
+            touched.add(self.folder_removed(source, name))
+        self._moved[old] = new
+        self._moved_paths[old] = old_path
+        for source, name in folders:
+            touched.add(self.folder_added(source, name))
+        project = self._projects.get(new)
+        if project is not None:
+            project.set_moved_from(self.moved_from(new))
+        touched.add(new)
+        return sorted(s for s in touched if s is not None)
+
+    def moved_from(self, slug: str) -> tuple[str, ...]:
+        """The old paths whose memory ``slug`` shows, nearest move first."""
+        return tuple(self._moved_paths[old] for old in moves.moved_into(self._moved, slug))
+
+    def moves(self) -> dict[str, tuple[str, str]]:
+        """old slug -> (the slug it shows under, its old path), for every move followed."""
+        return {
+            old: (moves.final_slug(self._moved, old), self._moved_paths[old]) for old in self._moved
+        }
 
     def folder_added(self, source: int, name: str, mapped: str | None = None) -> str | None:
         """A slug folder appeared in a source's root (a mapped source's folder: with the
@@ -211,6 +255,7 @@ class Catalog:
         empty = self._empty.pop(canonical, None)
         if empty is not None:
             self._projects[canonical] = empty  # the same object: handles and inodes stay
+            empty.set_moved_from(self.moved_from(canonical))
         if canonical in self._projects:
             # Registered empty; the watcher scans it (off the request thread) and watches it.
             self._projects[canonical].add_origin(self._origin(source, name), sources.Scan())
@@ -227,7 +272,7 @@ class Catalog:
             if canonical is None:
                 return None
         else:
-            canonical = slugs.canonical_slug(name)
+            canonical = self._slug_of(name)
         folders = self._slugs.get(canonical)
         if folders is None:
             return None

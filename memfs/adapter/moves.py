@@ -1,0 +1,56 @@
+"""Following moved projects while mounted (issue 38, §4.2).
+
+Layer adapter (trio): the disk work (statx, the store, a `git` run for a new root) runs in a
+worker (disk/moves.py), the catalog is changed on the trio thread, and the watcher reads the
+folders that changed project. Asked by `here` (here.py) each time it resolves a working
+folder afresh (at most every two seconds a folder), never per request otherwise.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+from memfs.adapter import workers
+from memfs.disk import moves
+from memfs.view.catalog import Catalog
+
+log = logging.getLogger(__name__)
+
+
+class Moves:
+    def __init__(self, catalog: Catalog, state_dir: Path) -> None:
+        self.catalog = catalog
+        self.state_dir = state_dir
+        # Told the slugs whose folders changed (the watcher's `refollow`); None without one
+        self.changed: Callable[[list[str]], None] | None = None
+        self.followed = 0  # moves followed since the mount started (status)
+
+    async def load(self) -> None:
+        """The moves followed before (the store), taken in before the first request."""
+        for move in await workers.run(moves.moves, self.state_dir):
+            self.catalog.follow(move.old_slug, move.new_slug, move.old_path)
+
+    async def resolved(self, root: str, slug: str) -> None:
+        """`here` resolved a working folder to project root ``root`` (slug ``slug``): follow
+        a move into it that is certain, and record the root while it has memory. A failure
+        is logged, never the caller's: `here` still answers."""
+        has_memory = self.catalog.listed and self.catalog.has(slug)
+        try:
+            added = await workers.run(moves.look, self.state_dir, root, slug, has_memory)
+        except Exception:
+            log.exception("looking for a move into %s failed", root)
+            return
+        for move in added:
+            touched = self.catalog.follow(move.old_slug, move.new_slug, move.old_path)
+            self.followed += 1
+            if touched and self.changed is not None:
+                self.changed(touched)
+
+    def report(self) -> list[dict[str, str]]:
+        """The moves followed, for `memfs status`."""
+        return [
+            {"from": old, "to": new, "old_path": path}
+            for old, (new, path) in sorted(self.catalog.moves().items())
+        ]
