@@ -511,7 +511,10 @@ def cmd_adopt(args: argparse.Namespace, env: Mapping[str, str]) -> int:
 
     cfg = _load(args, env)
     if args.action == "list":
-        made = adopt.make_list(cfg, slug.project_slug(args.path or os.getcwd()))
+        from memfs.app import moved
+
+        root = slug.project_root(args.path or os.getcwd())
+        made = adopt.make_list(cfg, moved.look(cfg, root), root=root)
         print(adopt.format_list(made, args.config))
     else:
         print(adopt.take(cfg, args.list_id, args.index, args.hash).summary())
