@@ -123,13 +123,17 @@ def take(
             continue
         name = config.sources[o.source].name
         hidden = {(p, stamp) for p, n, stamp in whiteouts if n == name}
+
+        def whited_out(f: adopt.FileBody, hidden: set[tuple[str, int]] = hidden) -> bool:
+            return (f.path, f.mtime_ns) in hidden
+
         adopt.merge(
             place,
             name,
             snap.files,
             config.limits.max_file_bytes,
             report,
-            whited_out=lambda f, hidden=hidden: (f.path, f.mtime_ns) in hidden,
+            whited_out=whited_out,
             hidden_lines=hidden_lines.get(MEMORY, frozenset()),
         )
     old = Root(chosen.old_path, chosen.old_slug, 0, 0, 0)
