@@ -123,7 +123,7 @@ class MemFS(control.RootXattrs, pyfuse3.Operations):
             config, self.catalog, self.files, self.renderings.size, os.getuid(), os.getgid(),
             self.kernel.holds_other,
         )  # fmt: skip
-        self.moves = Moves(self.catalog, config.state_dir)
+        self.moves = Moves(self.catalog, config.state_dir, self.projects.listed)
         self.here = Here(self.mountpoint, self.moves)
         self.global_folder = GlobalFolder(
             config, self.catalog, self.shown, self.projects.get, self.mountpoint

@@ -9,7 +9,7 @@ folder afresh (at most every two seconds a folder), never per request otherwise.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from memfs.adapter import workers
@@ -20,9 +20,12 @@ log = logging.getLogger(__name__)
 
 
 class Moves:
-    def __init__(self, catalog: Catalog, state_dir: Path) -> None:
+    def __init__(
+        self, catalog: Catalog, state_dir: Path, listed: Callable[[], Awaitable[None]]
+    ) -> None:
         self.catalog = catalog
         self.state_dir = state_dir
+        self.listed = listed  # the sources' roots listed, off the trio thread (loading.py)
         # Told the slugs whose folders changed (the watcher's `refollow`); None without one
         self.changed: Callable[[list[str]], None] | None = None
         self.followed = 0  # moves followed since the mount started (status)
@@ -36,8 +39,9 @@ class Moves:
         """`here` resolved a working folder to project root ``root`` (slug ``slug``): follow
         a move into it that is certain, and record the root while it has memory. A failure
         is logged, never the caller's: `here` still answers."""
-        has_memory = self.catalog.listed and self.catalog.has(slug)
         try:
+            await self.listed()  # whether the project has memory: the root's listing says
+            has_memory = self.catalog.has(slug)
             added = await workers.run(moves.look, self.state_dir, root, slug, has_memory)
         except Exception:
             log.exception("looking for a move into %s failed", root)
