@@ -73,6 +73,8 @@ def test_memory_follows_a_moved_project(sandbox: Sandbox, mounts: Mounts) -> Non
 
     # An agent's session in the project: memfs sees its root while it has memory.
     assert b"tabs, never spaces" in sandbox.out("cat", here / "PREAMBLE.md", cwd=shop)
+    # A second copy of a live project is another project: nothing of it.
+    assert b"tabs" not in sandbox.out("cat", here / "PREAMBLE.md", cwd=clone)
 
     shop2 = shop.parent / "shop2"
     sandbox.run("mv", shop, shop2)
