@@ -259,3 +259,39 @@ def test_offline_commands_follow_the_moves_recorded(tmp_path: Path) -> None:
         assert offline.listed(catalog.config).slugs() == ["-h-shop"]  # taken: not followed
     finally:
         store.close_all()
+
+
+def test_an_offered_move_is_adopted_whole_and_then_offered_no_more(tmp_path: Path) -> None:
+    from memfs.app import adopt, moved
+
+    config = _catalog(tmp_path).config
+    own, work = (s.root for s in config.sources)
+    shop = _repo(tmp_path / "src" / "shop")
+    old = _slug(shop)
+    _memory(own, old, "MEMORY.md", "- [A](a.md)\n")
+    _memory(own, old, "a.md", "own a\n")
+    _memory(work, old, "a.md", "work's a\n")
+    _memory(work, old, "b.md", "work b\n")
+    try:
+        assert moved.look(config, shop) == old  # recorded: it has memory
+        clone = tmp_path / "src" / "clone"
+        subprocess.run(["git", "clone", "-q", str(shop), str(clone)], check=True)
+        shutil.rmtree(shop)
+        new = moved.look(config, clone)
+        assert moves.followed(config.state_dir) == {}  # another folder: not followed
+        made = adopt.make_list(config, new, root=clone)
+        assert [(c.label, c.files) for c in made.candidates] == [
+            (f"same repository, was at {shop}", 4)
+        ]
+        digest = made.candidates[0].digest[: adopt.HASH_SHOWN]
+        adopt.take(config, made.list_id, 1, digest)
+        folder = own / new / "memory"
+        assert (folder / "a.md").read_text() == "own a\n"  # the own account's stays the head
+        assert (folder / "b.md").read_text() == "work b\n"
+        assert (folder / "MEMORY.md").read_text() == "- [A](a.md)\n"
+        kept = [p.read_text() for p in (folder / ".history" / "a.md").iterdir()]
+        assert kept == ["work's a\n"]
+        assert sorted(os.listdir(work / old / "memory")) == ["a.md", "b.md"]  # untouched
+        assert adopt.make_list(config, new, root=clone).candidates == ()
+    finally:
+        store.close_all()
