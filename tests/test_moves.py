@@ -4,6 +4,7 @@ the catalog showing an old slug's folders under the new one, and PREAMBLE.md's f
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -293,5 +294,30 @@ def test_an_offered_move_is_adopted_whole_and_then_offered_no_more(tmp_path: Pat
         assert kept == ["work's a\n"]
         assert sorted(os.listdir(work / old / "memory")) == ["a.md", "b.md"]  # untouched
         assert adopt.make_list(config, new, root=clone).candidates == ()
+    finally:
+        store.close_all()
+
+
+def test_roots_are_learnt_from_claude_code_s_transcripts(tmp_path: Path) -> None:
+    config = _catalog(tmp_path).config
+    own, work = (s.root for s in config.sources)
+    shop = _repo(tmp_path / "src" / "shop")
+    (shop / "sub").mkdir()
+    old = _slug(shop)
+    _memory(work, old, "a.md", "work a\n")
+    lines = [b'{"type":"summary"}', json.dumps({"cwd": str(shop / "sub")}).encode(), b'{"cut']
+    (work / old / "s1.jsonl").write_bytes(b"\n".join(lines))
+    # a slug whose transcript names another project, and one without memory: left out
+    _memory(own, "-elsewhere", "b.md", "b\n")
+    (own / "-elsewhere" / "s.jsonl").write_text(json.dumps({"cwd": str(shop)}) + "\n")
+    (own / _slug(tmp_path)).mkdir()
+    (own / _slug(tmp_path) / "s.jsonl").write_text(json.dumps({"cwd": str(tmp_path)}) + "\n")
+    try:
+        assert moves.learn(config) == 1
+        assert [r.path for r in moves.recorded(config.state_dir)] == [str(shop)]
+        assert moves.learn(config) == 0  # known: no write, no git run
+        shop.rename(tmp_path / "src" / "shop2")
+        found = moves.look(config.state_dir, str(tmp_path / "src" / "shop2"), "-x-shop2", False)
+        assert [m.old_slug for m in found] == [old]
     finally:
         store.close_all()

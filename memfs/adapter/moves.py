@@ -14,6 +14,7 @@ from pathlib import Path
 
 from memfs.adapter import workers
 from memfs.disk import moves
+from memfs.disk.config import Config
 from memfs.view.catalog import Catalog
 
 log = logging.getLogger(__name__)
@@ -34,6 +35,16 @@ class Moves:
         """The moves followed before (the store), taken in before the first request."""
         for move in await workers.run(moves.moves, self.state_dir):
             self.catalog.follow(move.old_slug, move.new_slug, move.old_path)
+
+    async def learn(self, config: Config) -> None:
+        """Record the roots Claude Code's transcripts name (disk/moves.learn), once, in a
+        worker: after the mount is live, so it delays nothing."""
+        try:
+            learnt = await workers.run(moves.learn, config)
+        except Exception:
+            log.exception("reading Claude Code's transcripts for project roots failed")
+            return
+        log.info("project roots recorded from transcripts: %d", learnt)
 
     async def resolved(self, root: str, slug: str) -> None:
         """`here` resolved a working folder to project root ``root`` (slug ``slug``): follow

@@ -394,6 +394,7 @@ async def _serve(ops: MemFS, mountpoint: Path) -> None:
             nursery.start_soon(watcher.run)
             nursery.start_soon(_signals, nursery.cancel_scope)
             nursery.start_soon(_ready_then_keep, ops, mountpoint, keeper)
+            nursery.start_soon(ops.moves.learn, ops.config)  # roots for moves later (§4.2)
             await pyfuse3.main()
             nursery.cancel_scope.cancel()
     finally:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import json
 import logging
 import os
 import subprocess
@@ -27,13 +28,16 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from memfs.disk import store
+from memfs.disk import sources, store
+from memfs.disk.config import Config
 from memfs.rules import moves as rules
+from memfs.rules import slug as slugs
 from memfs.rules.moves import Root, Verdict
 
 log = logging.getLogger(__name__)
 
 GIT_TIMEOUT_S = 5.0
+TRANSCRIPT_HEAD = 65_536  # bytes of a session transcript read for its working folder
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS roots (
         path BLOB PRIMARY KEY,
@@ -283,9 +287,9 @@ def look(state_dir: Path, path: str, slug: str, has_memory: bool) -> list[Move]:
     return added
 
 
-def _record_once(state_dir: Path, found: Root) -> None:
+def _record_once(state_dir: Path, found: Root) -> bool:
     """Record ``found`` unless the same folder is recorded at its path already (then no
-    write and no `git` run)."""
+    write and no `git` run); returns whether it recorded it."""
     with _db(state_dir).transaction() as db:
         row = db.execute(
             f"SELECT {_ROOT_COLUMNS} FROM roots WHERE path = ?", (os.fsencode(found.path),)
@@ -295,8 +299,9 @@ def _record_once(state_dir: Path, found: Root) -> None:
         if (known.slug, known.dev, known.ino, known.birth_ns) == (
             found.slug, found.dev, found.ino, found.birth_ns,
         ):  # fmt: skip
-            return
+            return False
     record(state_dir, Root(**{**found.__dict__, "commit": root_commit(found.path)}))
+    return True
 
 
 def offers(state_dir: Path, path: str, slug: str) -> list[Root]:
@@ -312,3 +317,72 @@ def offers(state_dir: Path, path: str, slug: str) -> list[Root]:
         for old, verdict in judged(state_dir, found)
         if verdict is Verdict.OFFERED and old.slug not in followed_now
     ]
+
+
+# --- roots learnt from Claude Code's transcripts ------------------------------------------
+
+
+def learn(config: Config) -> int:
+    """Record the root of every project whose memory a Claude Code account holds, as its
+    session transcripts name it, while that root exists: so a project moved later is
+    followed even if `here` was never asked from its old folder. Returns how many roots
+    it recorded anew. Claude Code keeps ``<config>/projects/<slug>/<session>.jsonl``, each
+    line a JSON record with the session's ``cwd``; the newest transcript of a slug is read,
+    its first `TRANSCRIPT_HEAD` bytes. A working folder whose project is not that slug (a
+    subfolder's session maps to its git root; one that moved since maps elsewhere) is left
+    out. Blocking: a worker, once per mount; `git` runs once per root new to the store.
+    """
+    found = 0
+    for source in config.sources:
+        if source.claude_config is None:
+            continue
+        for name in sources.list_slug_folders(source.root):
+            if not os.path.isdir(source.folder(name)):
+                continue  # no memory there: nothing to follow
+            cwd = _transcript_cwd(source.root / name)
+            if cwd is None:
+                continue
+            root = str(slugs.project_root(cwd))
+            slug = slugs.canonical_slug(slugs.claude_slug(root))
+            if slug != slugs.canonical_slug(name):
+                continue
+            here = identify(root, slug, commit=False)
+            if here is not None and _record_once(config.state_dir, here):
+                found += 1
+    return found
+
+
+def _transcript_cwd(folder: Path) -> str | None:
+    """The working folder the newest transcript in ``folder`` names, if it names one that
+    exists now."""
+    try:
+        with os.scandir(folder) as entries:
+            transcripts = [
+                (e.stat(follow_symlinks=False).st_mtime_ns, e.path)
+                for e in entries
+                if e.name.endswith(".jsonl") and e.is_file(follow_symlinks=False)
+            ]
+    except OSError:
+        return None
+    for _, path in sorted(transcripts, reverse=True)[:1]:
+        try:
+            with open(path, "rb") as f:
+                head = f.read(TRANSCRIPT_HEAD)
+        except OSError:
+            return None
+        for line in head.splitlines():
+            cwd = _cwd_of(line)
+            if cwd is not None:
+                return cwd if os.path.isdir(cwd) else None
+    return None
+
+
+def _cwd_of(line: bytes) -> str | None:
+    if b'"cwd"' not in line:
+        return None
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return None  # a line cut at TRANSCRIPT_HEAD, or not JSON
+    cwd = record.get("cwd") if isinstance(record, dict) else None
+    return cwd if isinstance(cwd, str) and os.path.isabs(cwd) else None
