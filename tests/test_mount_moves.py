@@ -10,6 +10,7 @@ the move and `memfs adopt take` makes it permanent.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -150,3 +151,31 @@ def test_memory_follows_a_moved_project(sandbox: Sandbox, mounts: Mounts) -> Non
     assert b"moved from" not in preamble
     assert b"work's deploy notes" in preamble
     assert old.encode() in sandbox.out("ls", sandbox.mountpoint).split()
+
+
+def test_a_moved_project_learnt_from_transcripts_and_asked_for_by_its_slug(
+    sandbox: Sandbox, mounts: Mounts
+) -> None:
+    # No agent used here/ before the move: memfs learns the root from Claude Code's
+    # session transcript, and an orchestrator reads the new slug's folder by name.
+    from memfs.disk import moves, store
+
+    shop = _repo(sandbox, "shop")
+    old = claude_slug(str(shop))
+    sandbox.write("work", old, "handoff-ci_20261206.md", "ran the nightly build\n")
+    transcript = sandbox.source("work").root / old / "0b7e.jsonl"
+    transcript.write_text(json.dumps({"type": "user", "cwd": str(shop)}) + "\n")
+    mounts()
+    try:
+        wait_until(lambda: moves.recorded(sandbox.state_dir), 10.0, "the root learnt")
+    finally:
+        store.close_all()
+    shop2 = shop.parent / "shop2"
+    sandbox.run("mv", shop, shop2)
+    new = claude_slug(str(shop2))
+    preamble = sandbox.out("cat", sandbox.mnt(new, "PREAMBLE-1200.md"), cwd=Path("/"))
+    assert f"moved from {shop}".encode() in preamble
+    assert b"ran the nightly build" in preamble
+    # a slug no folder is named by stays an empty project
+    nothing = claude_slug(str(shop.parent / "nothing"))
+    assert b"No memory" in sandbox.out("cat", sandbox.mnt(nothing, "PREAMBLE.md"), cwd=Path("/"))

@@ -321,3 +321,26 @@ def test_roots_are_learnt_from_claude_code_s_transcripts(tmp_path: Path) -> None
         assert [m.old_slug for m in found] == [old]
     finally:
         store.close_all()
+
+
+def test_a_slug_names_the_folders_it_may_be(tmp_path: Path) -> None:
+    base = Path(os.path.realpath(tmp_path))
+    for path in ("my-shop/web", "my_shop/web", "my/shop/web", "my-shop/webs", "other"):
+        (base / path).mkdir(parents=True)
+    (base / "link").symlink_to(base / "my-shop")
+    slug = slugs.claude_slug(str(base / "my-shop" / "web"))
+    assert sorted(moves.paths_of(slug)) == sorted(
+        str(base / p) for p in ("my-shop/web", "my_shop/web", "my/shop/web")
+    )
+    assert moves.paths_of(slugs.claude_slug(str(base / "nothing"))) == []
+    assert moves.paths_of("-" + "x" * 300) == []
+
+
+def test_a_moved_project_asked_for_by_its_slug_is_followed(tmp_path: Path, state_dir: Path) -> None:
+    shop = _repo(tmp_path / "src" / "shop")
+    assert moves.look_slug(state_dir, _slug(shop)) == []  # nothing recorded: no walk
+    _look(state_dir, shop, has_memory=True)
+    shop2 = tmp_path / "src" / "shop2"
+    shop.rename(shop2)
+    found = moves.look_slug(state_dir, _slug(shop2))
+    assert [(m.old_slug, m.new_path) for m in found] == [(_slug(shop), str(shop2))]

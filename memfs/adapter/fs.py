@@ -125,6 +125,7 @@ class MemFS(control.RootXattrs, pyfuse3.Operations):
         )  # fmt: skip
         self.moves = Moves(self.catalog, config.state_dir, self.projects.listed)
         self.here = Here(self.mountpoint, self.moves)
+        self.projects.moves = self.moves
         self.global_folder = GlobalFolder(
             config, self.catalog, self.shown, self.projects.get, self.mountpoint
         )

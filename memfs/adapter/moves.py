@@ -9,6 +9,7 @@ folder afresh (at most every two seconds a folder), never per request otherwise.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -18,6 +19,9 @@ from memfs.disk.config import Config
 from memfs.view.catalog import Catalog
 
 log = logging.getLogger(__name__)
+
+ASKED_KEEP_S = 10.0  # a slug asked for by name is looked for again after this long
+ASKED_AT_MOST = 1024
 
 
 class Moves:
@@ -30,6 +34,7 @@ class Moves:
         # Told the slugs whose folders changed (the watcher's `refollow`); None without one
         self.changed: Callable[[list[str]], None] | None = None
         self.followed = 0  # moves followed since the mount started (status)
+        self._asked: dict[str, float] = {}  # slug -> until when it needs no look (asked)
 
     async def load(self) -> None:
         """The moves followed before (the store), taken in before the first request."""
@@ -57,6 +62,29 @@ class Moves:
         except Exception:
             log.exception("looking for a move into %s failed", root)
             return
+        self._asked[slug] = time.monotonic() + ASKED_KEEP_S  # `asked` needs no walk now
+        self._take(added)
+
+    async def asked(self, slug: str) -> bool:
+        """Project ``slug`` was asked for by name and no source holds it: look for a
+        certain move into the folder that slug names (disk/moves.look_slug, a bounded walk
+        in a worker), at most every `ASKED_KEEP_S` a slug. Returns whether one was
+        followed (the slug is listed then)."""
+        now = time.monotonic()
+        if self._asked.get(slug, 0.0) > now:
+            return False
+        if len(self._asked) >= ASKED_AT_MOST:
+            self._asked.clear()
+        self._asked[slug] = now + ASKED_KEEP_S
+        try:
+            added = await workers.run(moves.look_slug, self.state_dir, slug)
+        except Exception:
+            log.exception("looking for a move into %s failed", slug)
+            return False
+        self._take(added)
+        return self.catalog.has(slug)
+
+    def _take(self, added: list[moves.Move]) -> None:
         for move in added:
             touched = self.catalog.follow(move.old_slug, move.new_slug, move.old_path)
             self.followed += 1

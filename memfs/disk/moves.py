@@ -319,6 +319,56 @@ def offers(state_dir: Path, path: str, slug: str) -> list[Root]:
     ]
 
 
+# --- a slug asked for by name ---------------------------------------------------------------
+
+PATHS_AT_MOST = 8  # folders a slug may name (`a-b` is `a/b`, `a-b`, `a.b`, ...) looked at
+LISTINGS_AT_MOST = 64  # folders listed on the way down, whatever the slug
+
+
+def paths_of(slug: str) -> list[str]:
+    """The existing folders whose Claude Code slug is ``slug``, found by walking down from
+    ``/`` along it: a folder's entry is followed only while its slug begins the one asked
+    for (links are not followed). Slugs are lossy (`-` stands for any character outside
+    ``[A-Za-z0-9]``), so several folders may match; a slug cut at its length limit (its
+    hash suffix) names none this way. Bounded: at most `LISTINGS_AT_MOST` folders listed."""
+    if len(slug) > slugs.SLUG_MAX or not slug.startswith("-"):
+        return []
+    found: list[str] = []
+    todo = ["/"]
+    listed = 0
+    while todo and len(found) < PATHS_AT_MOST and listed < LISTINGS_AT_MOST:
+        folder = todo.pop()
+        listed += 1
+        try:
+            with os.scandir(folder) as entries:
+                names = sorted(e.name for e in entries if e.is_dir(follow_symlinks=False))
+        except OSError:
+            continue
+        for name in names:
+            path = os.path.join(folder, name)
+            below = slugs.claude_slug(path)
+            if below == slug:
+                found.append(path)
+            elif slug.startswith(below + "-"):
+                todo.append(path)
+    return found
+
+
+def look_slug(state_dir: Path, slug: str) -> list[Move]:
+    """A project folder was asked for by its slug (an orchestrator reading
+    ``<mount>/<slug>/PREAMBLE-1200.md``), and no source holds it: follow a certain move into
+    each project root that slug names (`look`). Nothing is walked while no root is
+    recorded."""
+    if not (state_dir / store.NAME).exists() or not recorded(state_dir):
+        return []
+    added = []
+    for path in paths_of(slug):
+        root = str(slugs.project_root(path))
+        if root == path:
+            added += look(state_dir, root, slug, False)
+    return added
+
+
 # --- roots learnt from Claude Code's transcripts ------------------------------------------
 
 

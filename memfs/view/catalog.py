@@ -225,6 +225,10 @@ class Catalog:
             touched.add(self.folder_removed(source, name))
         self._moved[old] = new
         self._moved_paths[old] = old_path
+        # An empty view of the new slug is let go rather than given the old folders
+        # unread: the next request then loads the project whole (its folders scanned),
+        # instead of seeing it empty until the watcher has read them.
+        self._empty.pop(new, None)
         for source, name in folders:
             touched.add(self.folder_added(source, name))
         project = self._projects.get(new)
