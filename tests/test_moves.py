@@ -344,3 +344,37 @@ def test_a_moved_project_asked_for_by_its_slug_is_followed(tmp_path: Path, state
     shop.rename(shop2)
     found = moves.look_slug(state_dir, _slug(shop2))
     assert [(m.old_slug, m.new_path) for m in found] == [(_slug(shop), str(shop2))]
+
+
+def test_a_project_moved_back_is_its_own_again(tmp_path: Path, state_dir: Path) -> None:
+    shop = _repo(tmp_path / "shop")
+    _look(state_dir, shop, has_memory=True)
+    shop2 = tmp_path / "shop2"
+    shop.rename(shop2)
+    assert len(_look(state_dir, shop2)) == 1
+    shop2.rename(shop)
+    assert [(m.old_slug, m.new_slug) for m in _look(state_dir, shop)] == [
+        (_slug(shop2), _slug(shop))
+    ]
+    assert moves.followed(state_dir) == {_slug(shop2): _slug(shop)}
+
+
+def test_the_catalog_undoes_a_move_away_when_the_project_comes_back(tmp_path: Path) -> None:
+    catalog = _catalog(tmp_path)
+    own, work = (s.root for s in catalog.config.sources)
+    _memory(own, "-h-shop", "a.md", "a\n")
+    _memory(work, "-h-shop", "b.md", "b\n")
+    catalog = offline.listed(catalog.config)
+    catalog.follow("-h-shop", "-h-shop2", "/h/shop")
+    _memory(own, "-h-shop2", "c.md", "written after the move\n")
+    catalog.folder_added(0, "-h-shop2")
+    assert catalog.slugs() == ["-h-shop2"]
+    assert catalog.follow("-h-shop2", "-h-shop", "/h/shop2") == ["-h-shop", "-h-shop2"]
+    assert catalog.slugs() == ["-h-shop"]
+    assert catalog.moves() == {"-h-shop2": ("-h-shop", "/h/shop2")}
+    project = offline.load(catalog, "-h-shop")
+    assert project is not None
+    assert project.moved_from == ("/h/shop2",)
+    assert [o.parts[0] for o in project.origins if o.moved] == ["-h-shop2"]
+    assert {p for p, _ in project.tree.leaves()} >= {"a.md", "b.md", "c.md"}
+    catalog._check()

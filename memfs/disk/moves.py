@@ -220,9 +220,11 @@ def record(state_dir: Path, root: Root) -> None:
 
 
 def follow(state_dir: Path, old: Root, new: Root, *, taken: bool = False) -> Move:
-    """Record that ``old``'s project moved to ``new`` (``taken``: made permanent at once)."""
+    """Record that ``old``'s project moved to ``new`` (``taken``: made permanent at once).
+    A project moved back where it was no longer follows its move away."""
     move = Move(old.slug, new.slug, old.path, new.path, time.time_ns(), taken)
     with _db(state_dir).transaction() as db:
+        db.execute("DELETE FROM moves WHERE old_slug = ? AND taken = 0", (new.slug,))
         db.execute(
             f"INSERT OR REPLACE INTO moves ({_MOVE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
             (move.old_slug, move.new_slug, os.fsencode(move.old_path), os.fsencode(move.new_path),

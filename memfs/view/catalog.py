@@ -214,28 +214,45 @@ class Catalog:
 
     def follow(self, old: str, new: str, old_path: str) -> list[str]:
         """Show slug ``old``'s folders (every source's) in project ``new`` from now on: its
-        project moved from ``old_path`` (disk/moves.py decided so). Memory only; returns the
-        slugs whose folders changed, sorted. Before the listing it is taken in with it."""
-        if old == new or self._moved.get(old) == new or new in moves.moved_into(self._moved, old):
-            return []  # followed already, or a loop a move back would make
-        touched: set[str | None] = set()
-        folders = sorted(self._slugs.get(old, ())) if self._slugs is not None else []
-        folders = [(s, n) for s, n in folders if not self.config.sources[s].mapped]
-        for source, name in folders:
-            touched.add(self.folder_removed(source, name))
-        self._moved[old] = new
+        project moved from ``old_path`` (disk/moves.py decided so). A project moved back
+        where it was (``new`` had moved away) no longer follows its move away. Memory only;
+        returns the slugs whose folders changed, sorted. Before the listing, it is taken in
+        with the listing."""
+        if old == new or self._moved.get(old) == new:
+            return []
+        moved = {o: n for o, n in self._moved.items() if o != new}
+        moved[old] = new
+        self._moved_paths.pop(new, None)
         self._moved_paths[old] = old_path
         # An empty view of the new slug is let go rather than given the old folders
         # unread: the next request then loads the project whole (its folders scanned),
         # instead of seeing it empty until the watcher has read them.
         self._empty.pop(new, None)
-        for source, name in folders:
+        touched = self._relist(moved) | {new}
+        for slug in touched:
+            project = self._projects.get(slug)
+            if project is not None:
+                project.set_moved_from(self.moved_from(slug))
+        return sorted(touched)
+
+    def _relist(self, moved: dict[str, str]) -> set[str]:
+        """Take ``moved`` as the moves followed: each slug folder whose project changes
+        leaves the old one and joins the new (O(folders listed), only when a move is
+        followed). Returns the slugs whose folders changed."""
+        listed = [] if self._slugs is None else [p for fs in self._slugs.values() for p in fs]
+        changing = sorted(
+            (source, name)
+            for source, name in listed
+            if not self.config.sources[source].mapped
+            and moves.final_slug(moved, slugs.canonical_slug(name)) != self._slug_of(name)
+        )
+        touched: set[str | None] = set()
+        for source, name in changing:
+            touched.add(self.folder_removed(source, name))
+        self._moved = moved
+        for source, name in changing:
             touched.add(self.folder_added(source, name))
-        project = self._projects.get(new)
-        if project is not None:
-            project.set_moved_from(self.moved_from(new))
-        touched.add(new)
-        return sorted(s for s in touched if s is not None)
+        return {s for s in touched if s is not None}
 
     def moved_from(self, slug: str) -> tuple[str, ...]:
         """The old paths whose memory ``slug`` shows, nearest move first."""
@@ -359,6 +376,12 @@ class Catalog:
             for (source, name), slug in listed.items():
                 if self.config.sources[source].mapped:
                     assert self._mapped[source][name] == slug, (source, name)
+            for slug, held in self._slugs.items():
+                # every folder of a moved project is listed under where it moved to
+                assert slug not in self._moved, slug
+                for source, name in held:
+                    assert self.config.sources[source].mapped or self._slug_of(name) == slug
+        assert set(self._moved) <= set(self._moved_paths)
         for slug, project in self._projects.items():
             assert project.slug == slug
             project._check()
