@@ -38,7 +38,7 @@ class Moves:
 
     async def load(self) -> None:
         """The moves followed before (the store), taken in before the first request."""
-        for move in await workers.run(moves.moves, self.state_dir):
+        for move in await workers.run(moves.followed_now, self.state_dir):
             self.catalog.follow(move.old_slug, move.new_slug, move.old_path)
 
     async def learn(self, config: Config) -> None:

@@ -278,6 +278,11 @@ def look(state_dir: Path, path: str, slug: str, has_memory: bool) -> list[Move]:
     found = identify(path, slug, commit=False)
     if found is None:
         return []
+    if not (state_dir / store.NAME).exists():
+        # No store yet: nothing recorded to compare with, and none made for nothing.
+        if has_memory:
+            _record_once(state_dir, found)
+        return []
     known = {m.old_slug: m for m in moves(state_dir, taken=True)}
     added = []
     for old, verdict in judged(state_dir, found):
