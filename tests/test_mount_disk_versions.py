@@ -99,41 +99,30 @@ def _rewrite_in_place(target: Path, body: str) -> None:
 
 
 @pytest.mark.parametrize("source", [OWN, READ_ONLY])
-def test_three_replaces_by_rename_keep_every_body(
-    sandbox: Sandbox, mounts: Mounts, source: str
+@pytest.mark.parametrize("way", ["replace", "rewrite"])
+def test_three_changes_keep_every_body(
+    sandbox: Sandbox, mounts: Mounts, source: str, way: str
 ) -> None:
-    target = sandbox.write(source, SLUG, "notes.md", "v0\n", age_days=1)  # there at the start
+    """Three replaces by temp+rename (Claude Code), or three rewrites in place (Gemini CLI)
+    of a file there at the start: every body before kept, listed, restorable."""
+    target = sandbox.write(source, SLUG, "notes.md", "v0\n", age_days=1)
     _mount(sandbox, mounts)
     for n in range(1, 4):
-        _replace(target, f"v{n}\n")
-        time.sleep(0.2)
+        if way == "replace":
+            _replace(target, f"v{n}\n")
+            time.sleep(0.2)
+        else:
+            time.sleep(STILL)  # each version stood still a second before its rewrite began
+            _rewrite_in_place(target, f"v{n}\n")
     kept = _wait_bodies(sandbox, source, "notes.md", {b"v0\n", b"v1\n", b"v2\n"})
     assert sorted(kept.values()) == [b"v0\n", b"v1\n", b"v2\n"]
     wait_until(lambda: len(_on_disk(sandbox, source, "notes.md")) == 3, 10, what="journal")
     changes = _on_disk(sandbox, source, "notes.md")
-    assert {c["what"] for c in changes} == {"replace"}
+    assert [c["what"] for c in changes] == [way] * 3
     assert {c["kept"] for c in changes} == {f".history/notes.md/{n}" for n in kept}
     text = sandbox.memfs("log", sandbox.mnt(SLUG)).stdout
     assert "on disk" in text
     assert "unknown" in text
-    before = _tree(sandbox.source(READ_ONLY).root)
-    _restore_each(sandbox, source, "notes.md", kept)
-    assert _tree(sandbox.source(READ_ONLY).root) == before
-
-
-@pytest.mark.parametrize("source", [OWN, READ_ONLY])
-def test_three_rewrites_in_place_keep_every_body(
-    sandbox: Sandbox, mounts: Mounts, source: str
-) -> None:
-    target = sandbox.write(source, SLUG, "notes.md", "v0\n", age_days=1)
-    _mount(sandbox, mounts)
-    for n in range(1, 4):
-        time.sleep(STILL)  # each version stood still a second before its rewrite began
-        _rewrite_in_place(target, f"v{n}\n")
-    kept = _wait_bodies(sandbox, source, "notes.md", {b"v0\n", b"v1\n", b"v2\n"})
-    assert sorted(kept.values()) == [b"v0\n", b"v1\n", b"v2\n"]
-    changes = _on_disk(sandbox, source, "notes.md")
-    assert [c["what"] for c in changes] == ["rewrite"] * 3
     before = _tree(sandbox.source(READ_ONLY).root)
     _restore_each(sandbox, source, "notes.md", kept)
     assert _tree(sandbox.source(READ_ONLY).root) == before
