@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from mounting import MOUNT_MARKS, Mount, Mounts, Sandbox, slug_of, wait_until
+from mounting import MOUNT_MARKS, Mount, Mounts, Sandbox, set_age, slug_of, wait_until
 
 pytestmark = MOUNT_MARKS
 
@@ -312,3 +312,39 @@ def test_changes_while_no_mount_runs_are_kept_at_the_next(
         "rewritten.md",
         "removed.md",
     }
+
+
+def test_user_level_memory_changed_on_disk_keeps_its_versions(
+    sandbox: Sandbox, mounts: Mounts
+) -> None:
+    """global/: the own CLAUDE.md replaced, the other account's rewritten in place, and
+    Codex's summary removed on disk: each kept under its kind's `.history/`."""
+    home = sandbox.home
+    own = home / ".claude" / "CLAUDE.md"
+    work = home / ".claude-work" / "CLAUDE.md"
+    codex = home / ".codex" / "memories" / "memory_summary.md"
+    for path in (own, work, codex):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"{path.parent.name} before\n")
+        set_age(path, 1)
+    sandbox.write_config()
+    with sandbox.config_path.open("a", encoding="utf-8") as out:
+        out.write(f'[[source]]\nname = "codex"\nkind = "codex"\npath = "{home}/.codex"\n')
+    _mount(sandbox, mounts)
+    _replace(own, "own after\n")
+    _rewrite_in_place(work, "work after\n")
+    codex.unlink()
+    for kind, path, source, body in (
+        ("claude", "CLAUDE.md", OWN, b".claude before\n"),
+        ("claude", "CLAUDE.md", READ_ONLY, b".claude-work before\n"),
+        ("codex", "memory_summary.md", "codex", b"memories before\n"),
+    ):
+        folder = sandbox.mnt("global", kind, ".history", path)
+        wait_until(
+            lambda f=folder, s=source, b=body: (
+                f.is_dir()
+                and b in [(f / n).read_bytes() for n in os.listdir(f) if n.startswith(s + "@")]
+            ),
+            15,
+            what=f"global/{kind}'s kept {path} of {source}",
+        )
