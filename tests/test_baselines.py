@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 import random
+import shutil
 from pathlib import Path
 
 import pytest
@@ -150,18 +151,38 @@ def test_a_rewrite_in_place_is_read_only_once_it_stands_still(tmp_path: Path, ow
     box.tick(SECOND // 10)
     box.put("notes.md", b"v1, half\n", in_place=True)
     found = box.look("notes.md")
-    assert found.seen is not None
-    assert found.seen.what == baselines.REWRITE
+    assert found.seen is None  # still being written: what it becomes decides
     assert found.again  # not still yet: looked at again later
     box.tick(SECOND // 10)
     box.put("notes.md", b"v1, whole\n", in_place=True)
-    assert box.look("notes.md").seen is None  # no baseline: nothing to keep
+    assert box.look("notes.md").again
     box.tick(2 * SECOND)
-    assert not box.look("notes.md").again  # read now
+    found = box.look("notes.md")
+    assert not found.again  # read now
+    assert found.seen is not None
+    assert found.seen.what == baselines.REWRITE
     box.put("notes.md", b"v2\n", in_place=True)
+    box.look("notes.md")
+    box.tick(2 * SECOND)
     box.look("notes.md")
     # The half-written bytes never stood still: not a version; the whole one is.
     assert sorted(box.kept("notes.md").values()) == [b"v0\n", b"v1, whole\n"]
+
+
+@pytest.mark.parametrize("own", [True, False])
+def test_a_rewrite_in_place_of_the_same_bytes_is_no_version(tmp_path: Path, own: bool) -> None:
+    box = Box(tmp_path, own=own)
+    box.put("notes.md", b"v0\n")
+    box.tick(2 * SECOND)
+    box.sweep()
+    box.put("notes.md", b"", in_place=True)  # truncated, caught before its write
+    assert box.look("notes.md").again
+    box.put("notes.md", b"v0\n", in_place=True)
+    box.tick(2 * SECOND)
+    found = box.look("notes.md")
+    assert found.seen is None
+    assert not found.again
+    assert box.kept("notes.md") == {}
 
 
 @pytest.mark.parametrize("own", [True, False])
@@ -309,7 +330,8 @@ def test_the_model_nothing_that_stood_still_is_lost(tmp_path: Path, seed: int) -
 
     - every version memfs had to read (it stood still a second when a look came, or a
       commit through the mount replaced it) is kept or is the file now, once memfs
-      looked at the path since a tool last changed it;
+      looked at the path since a tool last changed it and the look did not ask to look
+      again (the file still being written in place);
     - every kept version held bytes that were once on disk there;
     - a read-only source holds exactly what the tools wrote (memfs never writes it).
     """
@@ -351,13 +373,16 @@ def test_the_model_nothing_that_stood_still_is_lost(tmp_path: Path, seed: int) -
             else:
                 disk[path] = (data, box.now)
         elif choice < 0.9:
-            done.append(f"{box.now - T0} look {path}: {box.look(path)}")
-            dirty.discard(path)
+            found = box.look(path)
+            done.append(f"{box.now - T0} look {path}: {found}")
+            if not found.again:  # else still being written: the keeper looks again
+                dirty.discard(path)
             if path in disk and box.now - disk[path][1] >= baselines.STILL_NS:
                 must[path].add(disk[path][0])
         else:
-            done.append(f"{box.now - T0} sweep: {box.sweep()}")
-            dirty.clear()
+            swept = box.sweep()
+            done.append(f"{box.now - T0} sweep: {swept}")
+            dirty = set(swept[1])
             for p, (body, mtime) in disk.items():
                 if box.now - mtime >= baselines.STILL_NS:
                     must[p].add(body)
@@ -376,3 +401,21 @@ def test_the_model_nothing_that_stood_still_is_lost(tmp_path: Path, seed: int) -
                 p: (box.folder.path / p).read_bytes() for p in PATHS if p in disk
             }
             assert not (box.folder.path / HISTORY).exists()
+
+
+@pytest.mark.parametrize("own", [True, False])
+def test_a_removed_folder_keeps_every_file_it_held(tmp_path: Path, own: bool) -> None:
+    """`rm -rf memory/` (a consolidation that starts over): each file's last version kept;
+    the own source's come back under a `.history/` of the folder made again."""
+    box = Box(tmp_path, own=own)
+    box.put("a.md", b"a\n")
+    box.put("sub/b.md", b"b\n")
+    box.tick(2 * SECOND)
+    box.sweep()
+    shutil.rmtree(box.folder.path)
+    seen, again = box.sweep()
+    assert sorted(s.path for s in seen) == ["a.md", "sub/b.md"]
+    assert again == []
+    assert list(box.kept("a.md").values()) == [b"a\n"]
+    assert list(box.kept("sub/b.md").values()) == [b"b\n"]
+    assert box.sweep() == ([], [])  # forgotten: kept once

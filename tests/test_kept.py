@@ -60,10 +60,11 @@ def test_pruning_keeps_every_paths_newest_and_fits_when_it_can(
     for v in gone:
         kept.discard(v)
     kept._check()
-    by_path: dict[str, list[tuple[int, str]]] = {}
+    # Versions of one time are ordered as they were put (kept), not by name.
+    by_path: dict[str, list[tuple[int, int, str]]] = {}
     for n, (p, _, mtime) in enumerate(versions):
-        by_path.setdefault(p, []).append((mtime, view(p, n)))
-    newest = {p: max(vs)[1] for p, vs in by_path.items()}
+        by_path.setdefault(p, []).append((mtime, n, view(p, n)))
+    newest = {p: max(vs)[2] for p, vs in by_path.items()}
     # Every other path keeps its newest; ``path`` gets a newer one now.
     assert all(newest[p] not in gone for p in newest if p != path)
     # It fits, or only versions that must stay are left.
@@ -72,7 +73,7 @@ def test_pruning_keeps_every_paths_newest_and_fits_when_it_can(
         assert left <= {v for p, v in newest.items() if p != path}
     # Oldest first: every version left that could have gone is newer than all that went.
     if gone:
-        ages = {view(p, n): (mtime, view(p, n)) for n, (p, _, mtime) in enumerate(versions)}
+        ages = {view(p, n): (mtime, n) for n, (p, _, mtime) in enumerate(versions)}
         newest_gone = max(ages[v] for v in gone)
         protected = {v for p, v in newest.items() if p != path}
         for v, age in ages.items():

@@ -37,7 +37,7 @@ MAX_CLASS_LINES = 500
 # else of the disk layer is I/O, which the view asks for through plans and takes the
 # results of (sources.Scan, state.Saved, roots.Listing, ...), never calls.
 VIEW_USES_OF_DISK = {
-    "baselines": {"kept_root"},
+    "baselines": {"Folder", "OwnFolder", "kept_root"},
     "config": {"CODEX", "GEMINI", "Config"},
     "index_save": {
         "FromBytes", "FromFile", "FromStage", "ReadIndex", "RestoreHidden", "SaveIndex",

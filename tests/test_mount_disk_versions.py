@@ -9,11 +9,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import time
 from pathlib import Path
 
 import pytest
-from mounting import MOUNT_MARKS, Mount, Mounts, Sandbox, slug_of, wait_until
+from mounting import MOUNT_MARKS, Mount, Mounts, Sandbox, set_age, slug_of, wait_until
 
 pytestmark = MOUNT_MARKS
 
@@ -25,7 +26,8 @@ STILL = 1.2  # a little more than the second a file must stand still to be read
 def _mount(sandbox: Sandbox, mounts: Mounts) -> Mount:
     """Mounted, once the keeper read every file there at the start."""
     m = mounts()
-    wait_until(lambda: m.status()["disk_swept"], 20, what="the keeper's first pass")
+    # (.get: run against a memfs with no keeper, these tests fail on what they check.)
+    wait_until(lambda: m.status().get("disk_swept", True), 20, what="the keeper's first pass")
     return m
 
 
@@ -97,41 +99,30 @@ def _rewrite_in_place(target: Path, body: str) -> None:
 
 
 @pytest.mark.parametrize("source", [OWN, READ_ONLY])
-def test_three_replaces_by_rename_keep_every_body(
-    sandbox: Sandbox, mounts: Mounts, source: str
+@pytest.mark.parametrize("way", ["replace", "rewrite"])
+def test_three_changes_keep_every_body(
+    sandbox: Sandbox, mounts: Mounts, source: str, way: str
 ) -> None:
-    target = sandbox.write(source, SLUG, "notes.md", "v0\n", age_days=1)  # there at the start
+    """Three replaces by temp+rename (Claude Code), or three rewrites in place (Gemini CLI)
+    of a file there at the start: every body before kept, listed, restorable."""
+    target = sandbox.write(source, SLUG, "notes.md", "v0\n", age_days=1)
     _mount(sandbox, mounts)
     for n in range(1, 4):
-        _replace(target, f"v{n}\n")
-        time.sleep(0.2)
+        if way == "replace":
+            _replace(target, f"v{n}\n")
+            time.sleep(0.2)
+        else:
+            time.sleep(STILL)  # each version stood still a second before its rewrite began
+            _rewrite_in_place(target, f"v{n}\n")
     kept = _wait_bodies(sandbox, source, "notes.md", {b"v0\n", b"v1\n", b"v2\n"})
     assert sorted(kept.values()) == [b"v0\n", b"v1\n", b"v2\n"]
     wait_until(lambda: len(_on_disk(sandbox, source, "notes.md")) == 3, 10, what="journal")
     changes = _on_disk(sandbox, source, "notes.md")
-    assert {c["what"] for c in changes} == {"replace"}
+    assert [c["what"] for c in changes] == [way] * 3
     assert {c["kept"] for c in changes} == {f".history/notes.md/{n}" for n in kept}
     text = sandbox.memfs("log", sandbox.mnt(SLUG)).stdout
     assert "on disk" in text
     assert "unknown" in text
-    before = _tree(sandbox.source(READ_ONLY).root)
-    _restore_each(sandbox, source, "notes.md", kept)
-    assert _tree(sandbox.source(READ_ONLY).root) == before
-
-
-@pytest.mark.parametrize("source", [OWN, READ_ONLY])
-def test_three_rewrites_in_place_keep_every_body(
-    sandbox: Sandbox, mounts: Mounts, source: str
-) -> None:
-    target = sandbox.write(source, SLUG, "notes.md", "v0\n", age_days=1)
-    _mount(sandbox, mounts)
-    for n in range(1, 4):
-        time.sleep(STILL)  # each version stood still a second before its rewrite began
-        _rewrite_in_place(target, f"v{n}\n")
-    kept = _wait_bodies(sandbox, source, "notes.md", {b"v0\n", b"v1\n", b"v2\n"})
-    assert sorted(kept.values()) == [b"v0\n", b"v1\n", b"v2\n"]
-    changes = _on_disk(sandbox, source, "notes.md")
-    assert [c["what"] for c in changes] == ["rewrite"] * 3
     before = _tree(sandbox.source(READ_ONLY).root)
     _restore_each(sandbox, source, "notes.md", kept)
     assert _tree(sandbox.source(READ_ONLY).root) == before
@@ -206,10 +197,13 @@ def test_versions_limit_and_identical_bytes(sandbox: Sandbox, mounts: Mounts, so
     assert sorted(kept.values()) == [f"v{n}\n".encode() for n in range(25, 30)]
     # The same bytes again, and a touch: no version, no change.
     changes = len(_on_disk(sandbox, source, "notes.md"))
-    for _ in range(3):
-        time.sleep(STILL)
-        _replace(target, "v30\n")
-        _rewrite_in_place(target, "v30\n")
+    # Each stands still before the next: a file renamed into place is read at once, so
+    # one rewritten in place a moment after its rename may show memfs bytes it never
+    # held as a whole version (an extra version, never a lost one; docs/BEHAVIOUR.md).
+    for _ in range(2):
+        for same in (_replace, _rewrite_in_place):
+            time.sleep(STILL)
+            same(target, "v30\n")
         os.utime(target)
     time.sleep(STILL + 0.5)
     assert _bodies(sandbox, source, "notes.md") == kept
@@ -245,3 +239,112 @@ def test_a_change_on_disk_right_before_one_through_the_mount_is_kept(
     want = {b"base\n"} | {f"tool {n}\n".encode() for n in range(5)}
     want |= {f"mount {n}\n".encode() for n in range(4)}
     assert set(_wait_bodies(sandbox, OWN, "notes.md", want).values()) == want
+
+
+@pytest.mark.parametrize("source", [OWN, READ_ONLY])
+def test_a_project_made_on_disk_while_mounted_is_kept_too(
+    sandbox: Sandbox, mounts: Mounts, source: str
+) -> None:
+    """Claude Code makes `projects/<slug>/` first and its `memory/` later, and a tool makes
+    subfolders: each is watched once it comes, so its files' versions are kept."""
+    slug = slug_of(Path("/home/u/src/new"))
+    _mount(sandbox, mounts)
+    folder = sandbox.source(source).folder(slug)
+    folder.parent.mkdir(parents=True)
+    time.sleep(0.5)
+    folder.mkdir()
+    (folder / "sub").mkdir()
+    notes, deep = folder / "notes.md", folder / "sub" / "deep.md"
+    _replace(notes, "first\n")
+    _replace(deep, "deep first\n")
+    time.sleep(STILL)
+    _replace(notes, "second\n")
+    _rewrite_in_place(deep, "deep second\n")
+    for path, body in (("notes.md", b"first\n"), ("sub/deep.md", b"deep first\n")):
+        wait_until(
+            lambda p=path, b=body: b in _bodies_of(sandbox, slug, source, p).values(),
+            15,
+            what=f"{source}'s kept {path}",
+        )
+
+
+@pytest.mark.parametrize("source", [OWN, READ_ONLY])
+def test_a_memory_folder_removed_whole_keeps_each_file(
+    sandbox: Sandbox, mounts: Mounts, source: str
+) -> None:
+    """`rm -rf memory/`: the last version of every file it held is kept."""
+    names = ["a.md", "b.md", "sub/c.md"]
+    for n in names:
+        sandbox.write(source, SLUG, n, f"{n} knew\n", age_days=1)
+    _mount(sandbox, mounts)
+    shutil.rmtree(sandbox.source(source).folder(SLUG))
+    for n in names:
+        _wait_bodies(sandbox, source, n, {f"{n} knew\n".encode()})
+    removed = {c["path"] for c in _on_disk(sandbox, source, "a.md")}
+    assert removed == {"a.md"}
+
+
+def _bodies_of(sandbox: Sandbox, slug: str, source: str, path: str) -> dict[str, bytes]:
+    folder = sandbox.mnt(slug, ".history", path)
+    if not folder.is_dir():
+        return {}
+    return {n: (folder / n).read_bytes() for n in os.listdir(folder) if n.startswith(source + "@")}
+
+
+@pytest.mark.parametrize("source", [OWN, READ_ONLY])
+def test_changes_while_no_mount_runs_are_kept_at_the_next(
+    sandbox: Sandbox, mounts: Mounts, source: str
+) -> None:
+    """The mount down: a file replaced, one rewritten in place and one removed meanwhile
+    keep what the last mount read of them, at the next mount's first pass."""
+    for n in ("replaced.md", "rewritten.md", "removed.md"):
+        sandbox.write(source, SLUG, n, f"{n} as read\n", age_days=1)
+    _mount(sandbox, mounts).close()
+    folder = sandbox.source(source).folder(SLUG)
+    _replace(folder / "replaced.md", "new\n")
+    _rewrite_in_place(folder / "rewritten.md", "new\n")
+    (folder / "removed.md").unlink()
+    _mount(sandbox, mounts)
+    for n in ("replaced.md", "rewritten.md", "removed.md"):
+        _wait_bodies(sandbox, source, n, {f"{n} as read\n".encode()})
+    assert {c["path"] for c in _log(sandbox) if c["way"] == "disk"} == {
+        "replaced.md",
+        "rewritten.md",
+        "removed.md",
+    }
+
+
+def test_user_level_memory_changed_on_disk_keeps_its_versions(
+    sandbox: Sandbox, mounts: Mounts
+) -> None:
+    """global/: the own CLAUDE.md replaced, the other account's rewritten in place, and
+    Codex's summary removed on disk: each kept under its kind's `.history/`."""
+    home = sandbox.home
+    own = home / ".claude" / "CLAUDE.md"
+    work = home / ".claude-work" / "CLAUDE.md"
+    codex = home / ".codex" / "memories" / "memory_summary.md"
+    for path in (own, work, codex):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"{path.parent.name} before\n")
+        set_age(path, 1)
+    sandbox.write_config()
+    with sandbox.config_path.open("a", encoding="utf-8") as out:
+        out.write(f'[[source]]\nname = "codex"\nkind = "codex"\npath = "{home}/.codex"\n')
+    _mount(sandbox, mounts)
+    _replace(own, "own after\n")
+    _rewrite_in_place(work, "work after\n")
+    codex.unlink()
+    for kind, path, source, body in (
+        ("claude", "CLAUDE.md", OWN, b".claude before\n"),
+        ("claude", "CLAUDE.md", READ_ONLY, b".claude-work before\n"),
+        ("codex", "memory_summary.md", "codex", b"memories before\n"),
+    ):
+        folder = sandbox.mnt("global", kind, ".history", path)
+        wait_until(
+            lambda f=folder, s=source, b=body: (
+                f.is_dir()
+                and b in [(f / n).read_bytes() for n in os.listdir(f) if n.startswith(s + "@")]
+            ),
+            15,
+            what=f"global/{kind}'s kept {path} of {source}",
+        )

@@ -16,10 +16,12 @@ batch of files at a time; nothing here holds up a request. The first pass over e
 folder runs once the mount serves (`run`), a folder at a time, so that a large source
 slows no agent's first look at a project; `memfs status` says when it is done.
 
-A file changed in place is looked at once it stood still for `baselines.STILL_NS`; one
-renamed in or removed, at once. A change memfs itself made through the mount is no change
-here: the plan that made it told the store what it left (steps.apply, under
-`baselines.GUARD`), and it kept and journaled its version itself.
+A file renamed in is looked at at once (it is whole, and may be replaced again soon); one
+changed in place or removed, and a folder that came or went, once it stood still for
+`baselines.STILL_NS` (a tool removing or swapping a folder is done by then: a version kept
+into a folder being removed would fail its `rm -rf`). A change memfs itself made through
+the mount is no change here: the plan that made it told the store what it left
+(steps.apply, under `baselines.GUARD`), and it kept and journaled its version itself.
 """
 
 from __future__ import annotations
@@ -78,6 +80,10 @@ FOLDER_MASK = (
 ROOT_MASK = IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_ONLYDIR | IN_DONT_FOLLOW
 BATCH = 64  # files looked at in one worker call
 SWEEP = ""  # a due look at a whole folder, not one file
+# A folder above a kept folder that is not there yet (Claude Code makes
+# `projects/<slug>/` before its `memory/`): watched for the folder to come.
+ABOVE = "\0above"
+ABOVE_MASK = IN_CREATE | IN_MOVED_TO | IN_ONLYDIR | IN_DONT_FOLLOW
 
 
 @dataclass(frozen=True)
@@ -101,6 +107,7 @@ class Keeper:
         self._watched: dict[int, tuple[bytes, str]] = {}  # wd -> (folder key, folder in it)
         self._roots: dict[int, int] = {}  # wd -> the source whose root it watches
         self._due: dict[tuple[bytes, str], int] = {}  # (folder key, path or SWEEP) -> when
+        self._live: set[bytes] = set()  # folder keys whose folder itself is watched
         self._wake = trio.Event()
 
     # --- the folders ---------------------------------------------------------------
@@ -137,11 +144,13 @@ class Keeper:
         return added
 
     def _watch_tree(self, kept: Kept) -> list[tuple[int, str]]:
-        """Worker: ``kept``'s folder and every folder below it but ``.history/``, watched."""
+        """Worker: ``kept``'s folder and every folder below it but ``.history/``, watched
+        (again: a folder made since is added, one watched already keeps its watch); if the
+        folder is not there, the nearest folder above it in its source, for it to come."""
         folder = kept.folder
         scan = sources.scan(folder.root, folder.parts, self.limits.max_file_bytes, folder.only)
         if not scan.exists:
-            return []
+            return self._watch_above(folder)
         added = []
         for rel in ["", *scan.dirs]:
             if rel == HISTORY or rel.startswith(HISTORY + "/"):
@@ -152,14 +161,39 @@ class Keeper:
                 continue
         return added
 
+    def _watch_above(self, folder: baselines.Folder) -> list[tuple[int, str]]:
+        """Worker: the nearest folder between the source's root (watched by `run`, for a
+        source of projects) and ``folder`` that is there, watched for what comes in it."""
+        for depth in range(len(folder.parts) - 1, 0, -1):
+            above = folder.root.joinpath(*folder.parts[:depth])
+            try:
+                return [(self.inotify.add(above, ABOVE_MASK), ABOVE)]
+            except OSError:
+                continue
+        return []
+
+    def _watching(self, key: bytes, added: list[tuple[int, str]]) -> None:
+        for wd, rel in added:
+            self._watched[wd] = (key, rel)
+            if rel == "":
+                self._live.add(key)
+
     async def _add(self, kept: Kept) -> None:
         """Keep ``kept``'s folder from now on: watched first, then swept (a file changed
         between the two is looked at twice, never missed)."""
         key = kept.folder.key
         self._kept[key] = kept
-        for wd, rel in await workers.run(self._watch_tree, kept):
-            self._watched[wd] = (key, rel)
-        await self._look([(key, SWEEP)])
+        await self._look([(key, SWEEP)])  # a sweep watches the folder first (`_looked`)
+
+    async def _relist(self) -> None:
+        """The roots listed again: a folder new to the keeper is added; one it keeps whose
+        watch went (the folder was removed, and is back) is swept, which watches it."""
+        for kept in await workers.run(self._listing):
+            key = kept.folder.key
+            if key not in self._kept:
+                await self._add(kept)
+            elif key not in self._live:
+                self._schedule(key, SWEEP, 0)
 
     # --- running -------------------------------------------------------------------
 
@@ -167,9 +201,7 @@ class Keeper:
         """The first pass over every folder, then events as they come."""
         for wd, i in await workers.run(self._watch_roots):
             self._roots[wd] = i
-        for kept in await workers.run(self._listing):
-            if kept.folder.key not in self._kept:
-                await self._add(kept)
+        await self._relist()
         self.stats.disk_swept = True
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._read)
@@ -186,9 +218,7 @@ class Keeper:
             for wd, mask, name in sifted.events + unheld(sifted.held):
                 relist |= self._event(wd, mask, name)
             if relist:
-                for kept in await workers.run(self._listing):
-                    if kept.folder.key not in self._kept:
-                        await self._add(kept)
+                await self._relist()
 
     def _event(self, wd: int, mask: int, name: str) -> bool:
         """Trio thread, memory only: when to look at what one event names. True when the
@@ -206,24 +236,37 @@ class Keeper:
         key, rel = where
         if mask & IN_IGNORED:
             del self._watched[wd]
+            if rel == "":
+                self._live.discard(key)
+            return False
+        if rel == ABOVE:
+            if key not in self._live:  # the folder, or one on the way to it, came
+                self._schedule(key, SWEEP, 0)
             return False
         path = _join(rel, name)
         if mask & IN_ISDIR or mask & (IN_DELETE_SELF | IN_MOVE_SELF):
             if name == HISTORY and not rel:
                 return False  # the own source's kept versions: versions, not memory
-            self._schedule(key, SWEEP, 0)  # a folder came or went: what lies in it
+            # A folder came or went: what lies in it, once the tool is done with it (a
+            # version kept at once in a folder being removed would fail its `rm -rf`, or
+            # make the folder a `mv` of another one onto it expects gone).
+            self._schedule(key, SWEEP, baselines.STILL_NS)
             return False
         if not history.keeps_versions(path):
             return False  # a writer's temp, swap or backup file: no memory
-        if mask & (IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE):
-            self._schedule(key, path, 0)  # renamed in or gone: the version it replaced
-        else:
-            self._schedule(key, path, baselines.STILL_NS)  # written in place: once still
+        if mask & IN_MOVED_TO:
+            self._schedule(key, path, 0)  # renamed in: read now, before the next replace
+        else:  # written in place, or gone: once still (gone: as a folder, above)
+            self._schedule(key, path, baselines.STILL_NS)
         return False
 
     def _schedule(self, key: bytes, path: str, after_ns: int) -> None:
+        """Look at ``path`` after ``after_ns``: a later wish postpones a look already due,
+        but one for now (a file renamed in, read before it is replaced again) wins; a
+        look that comes too early for a file still being written asks again itself."""
         at = time.monotonic_ns() + after_ns
-        self._due[(key, path)] = max(at, self._due.get((key, path), 0))
+        due = self._due.get((key, path))
+        self._due[(key, path)] = at if due is None or after_ns == 0 else max(at, due)
         self._wake.set()
 
     async def _looks(self) -> None:
@@ -249,7 +292,9 @@ class Keeper:
         """Look at each (folder, path or SWEEP) of ``batch`` in one worker call; what
         did not stand still is looked at again later, what a folder's sweep found watched."""
         jobs = [(self._kept[key], path) for key, path in batch if key in self._kept]
-        again, seen = await workers.run(self._looked, jobs)
+        again, seen, watched = await workers.run(self._looked, jobs)
+        for key, added in watched:
+            self._watching(key, added)
         self.stats.disk_changes += len(seen)
         self.stats.disk_versions += sum(bool(s.version) for s in seen)
         for key, path in again:
@@ -257,16 +302,22 @@ class Keeper:
 
     def _looked(
         self, jobs: list[tuple[Kept, str]]
-    ) -> tuple[list[tuple[bytes, str]], list[baselines.Seen]]:
+    ) -> tuple[
+        list[tuple[bytes, str]], list[baselines.Seen], list[tuple[bytes, list[tuple[int, str]]]]
+    ]:
         """Worker: the looks, the versions kept and the journal's rows; what to look at
-        again, and the changes seen."""
+        again, the changes seen, and the watches a sweep added (a folder's sweep watches
+        it and what came in it first: a change after the watch is an event, one before
+        it the sweep's)."""
         db = store.of(self.config.state_dir)
         again: list[tuple[bytes, str]] = []
         changes: list[baselines.Seen] = []
+        watched: list[tuple[bytes, list[tuple[int, str]]]] = []
         grown: dict[bytes, Kept] = {}  # own folders that kept a new version
         for kept, path in jobs:
             try:
                 if path == SWEEP:
+                    watched.append((kept.folder.key, self._watch_tree(kept)))
                     seen, later = baselines.sweep(
                         db, kept.folder, self.limits, self.config.state_dir
                     )
@@ -288,7 +339,7 @@ class Keeper:
                     grown[kept.folder.key] = kept
         for kept in grown.values():
             self._bound_own(kept)
-        return again, changes
+        return again, changes, watched
 
     def _bound_own(self, kept: Kept) -> None:
         """Worker: the own folder's kept versions back within ``history_bytes``, kept first

@@ -21,6 +21,9 @@ the version kept. What this promises, exactly:
   it stood still, or at once when it was renamed in.
 * A version rewritten in place is kept when it stood still for a second before the
   rewrite began (it was read then); one rewritten again within that second is never seen.
+  It is kept once the rewrite stood still in turn, and only if the bytes differ then (a
+  truncate followed by the same text is no version); a write through the mount that is
+  about to replace the file keeps it at once.
 * Identical bytes are one version (keeping.py), so the commits through the mount, which
   keep their version themselves, add none here.
 
@@ -141,6 +144,8 @@ def _look(
     limits: Limits,
     state_dir: Path,
     now_ns: int | None,
+    *,
+    final: bool = False,
 ) -> Looked:
     now = time.time_ns() if now_ns is None else now_ns
     name = os.fsencode(path)
@@ -167,6 +172,12 @@ def _look(
         return Looked()
     # A file renamed into place is whole; one written in place, a version once still.
     settled = current is not None and (renamed_in or not _settling(current.mtime_ns, now))
+    if base is not None and not settled and not final and _unsettled(folder, path, limits, now):
+        # Still being written in place: what it becomes may be the bytes memfs holds
+        # again (a truncate, then the same text), which is no version. The store keeps
+        # those bytes meanwhile, so waiting loses nothing; a plan through the mount
+        # that is about to replace the file does not wait (`final`).
+        return Looked(again=True)
     seen = None
     if base is not None:
         what = REPLACE if renamed_in else REWRITE
@@ -186,8 +197,10 @@ def sweep(
     keeps the version memfs read; one never read is read, if it stands still. Returns the
     changes seen and the paths to look at again (not standing still yet)."""
     scan = sources.scan(folder.root, folder.parts, limits.max_file_bytes, folder.only)
-    if not scan.exists:
-        return [], []
+    if not scan.exists and not folder.root.is_dir():
+        return [], []  # the source itself is away (not mounted yet, moved): nothing to say
+    # A folder gone from a source that stands (`rm -rf memory/`): each file it held is
+    # removed, and keeps its last version.
     on_disk = {f.path: f for f in scan.files if history.keeps_versions(f.path)}
     seen: list[Seen] = []
     again: list[str] = []
@@ -226,7 +239,7 @@ def catch_up(own: OwnFolder, paths: Iterable[str] | None, *, now_ns: int | None 
     db = store.of(own.state_dir)
     for path in _every_path(db, own) if paths is None else paths:
         if history.keeps_versions(path):
-            found = _look(db, own.folder, path, own.limits, own.state_dir, now_ns)
+            found = _look(db, own.folder, path, own.limits, own.state_dir, now_ns, final=True)
             if found.seen is not None:
                 record(own.state_dir, own.slug, own.folder.source, found.seen)
 

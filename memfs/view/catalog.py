@@ -389,3 +389,11 @@ class Catalog:
             assert slug not in self._projects, slug
             assert not self.has(slug), slug
             assert not project.origins, slug
+
+
+def own_folder(config: Config, slug: str, origin: Origin) -> baselines.OwnFolder:
+    """The own folder ``origin`` of project ``slug``, as a plan's worker call needs it to
+    keep what changed there on disk (disk/baselines.py)."""
+    name = config.sources[origin.source].name
+    folder = baselines.Folder(name, origin.root, origin.parts, True, origin.only)
+    return baselines.OwnFolder(folder, slug, config.limits, config.state_dir)

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from memfs.disk import journal, sources, staging, state, steps
-from memfs.disk.baselines import Folder, OwnFolder
+from memfs.disk.baselines import OwnFolder
 from memfs.disk.config import Config
 from memfs.disk.index_save import RestoreHidden, SaveIndex
 from memfs.disk.staging import RENAME_NOREPLACE
@@ -39,7 +39,7 @@ from memfs.rules import history, names, preamble
 from memfs.rules.history import in_history
 from memfs.rules.names import is_temp_name
 from memfs.rules.tree import ancestors, parent_of
-from memfs.view.catalog import Catalog, is_project_name
+from memfs.view.catalog import Catalog, is_project_name, own_folder
 from memfs.view.holdings import cached_path_rule
 from memfs.view.project import (
     PREAMBLE,
@@ -171,14 +171,6 @@ def target_folder(catalog: Catalog, slug: str, path: str) -> staging.Place:
 def keeps_versions(path: str) -> bool:
     """`history.keeps_versions`, with the name rules' answers kept (holdings.py)."""
     return history.keeps_versions(path, cached_path_rule)
-
-
-def own_folder(config: Config, slug: str, origin: Origin) -> OwnFolder:
-    """The own folder ``origin`` of project ``slug``, as a plan's worker call needs it to
-    keep what changed there on disk (disk/baselines.py)."""
-    name = config.sources[origin.source].name
-    folder = Folder(name, origin.root, origin.parts, True, origin.only)
-    return OwnFolder(folder, slug, config.limits, config.state_dir)
 
 
 def keep_for(
