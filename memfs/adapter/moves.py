@@ -3,7 +3,10 @@
 Layer adapter (trio): the disk work (statx, the store, a `git` run for a new root) runs in a
 worker (disk/moves.py), the catalog is changed on the trio thread, and the watcher reads the
 folders that changed project. Asked by `here` (here.py) each time it resolves a working
-folder afresh (at most every two seconds a folder), never per request otherwise.
+folder afresh (at most every two seconds a folder), and by loading.py when a project no
+source holds is asked for by its slug (at most every `ASKED_KEEP_S` a slug); never per
+request otherwise. Once per mount, the roots Claude Code's transcripts name are recorded
+(`learn`), after the mount is live.
 """
 
 from __future__ import annotations
