@@ -47,6 +47,7 @@ class MachineWatch:
         self.config = watcher.catalog.config
         self.inotify = Inotify()
         self.added = 0  # sources added while serving
+        self.looks = 0  # looks taken at the machines' folders
 
     def _look(self, folder: Path) -> list[machines.Received]:
         """Worker: watch ``folder`` (or the nearest folder on its way, until it exists) and
@@ -59,7 +60,7 @@ class MachineWatch:
                 continue
         found = machines.received(folder)
         for machine in machines.listed(folder):
-            for below in machines.folders_of(folder / machine):
+            for below in [folder / machine, *machines.folders_of(folder / machine)]:
                 try:
                     self.inotify.add(below, MASK)
                 except OSError:
@@ -96,6 +97,7 @@ class MachineWatch:
         try:
             while True:
                 self._take(await workers.run(self._look, folder))
+                self.looks += 1
                 await trio.lowlevel.wait_readable(self.inotify.fd)
                 while self.inotify.read_queued():
                     pass  # every event asks the same look
