@@ -170,3 +170,24 @@ async def _loaded(watcher: Watcher, slug: str) -> Project:
     project = await watcher.load(slug)
     assert project is not None
     return project
+
+
+def test_a_received_gemini_folder_maps_through_the_homes_too(tmp_path: Path) -> None:
+    env = env_of(tmp_path)
+    (tmp_path / "home" / ".claude" / "projects").mkdir(parents=True)
+    receive(
+        env,
+        "desktop",
+        "gemini",
+        "gemini",
+        "/home/al",
+        {"a1b2/.project_root": "/home/al/src/shop", "a1b2/memory/g.md": "g\n"},
+    )
+    config = cfg.load(env)
+    [spec] = [s for s in config.sources if s.their_home]
+    assert (spec.name, spec.mapped) == ("desktop-gemini", True)
+    ours = claude_slug(str(tmp_path / "home" / "src" / "shop"))
+    assert offline.listed(config).slugs() == [ours]
+    project = offline.load_project(config, ours)
+    assert project is not None
+    assert "g.md" in (project.tree.children("") or [])

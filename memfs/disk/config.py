@@ -2,7 +2,7 @@
 
 §3. Role: turn the config file (or discovery) into an immutable `Config` that every
 other module reads. Layer disk: imports no other memfs module but disk/machines.py (other
-machines' folders, §12, appended to the sources).
+machines' folders, §12, appended to the sources) and rules/slug.py.
 Reads only the config file and a few ``stat`` calls on candidate folders, once,
 before a mount serves anything (so it is never on the request thread while serving); every
 function takes the environment explicitly so tests never depend on the real home.
@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from memfs.disk import machines
+from memfs.rules import slug as slugs
 
 log = logging.getLogger(__name__)
 
@@ -148,6 +149,14 @@ class Config:
     @functools.cached_property
     def own_index(self) -> int | None:
         return next((i for i, s in enumerate(self.sources) if s.own), None)
+
+    def moved(self, source: SourceSpec) -> Callable[[str], str] | None:
+        """How a path another machine's ``source`` names maps to ours (§12); None for this
+        machine's sources."""
+        theirs = source.their_home
+        if not theirs:
+            return None
+        return functools.partial(slugs.rehome_path, their_home=theirs, our_home=str(self.home))
 
     def add_sources(self, added: tuple[SourceSpec, ...]) -> None:
         """Append sources while a mount serves: another machine's folders arrived (§12: no

@@ -118,6 +118,15 @@ def rehome(slug: str, their_home: str, our_home: str) -> str:
     return slug
 
 
+def rehome_path(path: str, their_home: str, our_home: str) -> str:
+    """``path`` on another machine as this machine names it (§12): below their home, below
+    ours; anything else as it is (a path outside the home maps only when equal)."""
+    theirs, ours = their_home.rstrip("/") or "/", our_home.rstrip("/") or "/"
+    if theirs == "/" or not (path == theirs or path.startswith(theirs + "/")):
+        return path
+    return ours + path[len(theirs) :]
+
+
 def _read_small(path: Path) -> str | None:
     """The text of a small regular file, or None if it is anything else."""
     # O_NONBLOCK: a FIFO planted as `.git` must not hang the caller; fstat

@@ -100,8 +100,8 @@ class Catalog:
         if not sources.valid_name(name) or not names.project_folder(name):
             return None
         is_mapped = self.config.sources[source].mapped
-        canonical = mapped if is_mapped else slugs.canonical_slug(name)
-        canonical = None if canonical is None else self._rehomed(source, canonical)
+        # A mapped folder's slug comes mapped to this machine already (`Config.moved`).
+        canonical = mapped if is_mapped else self._rehomed(source, slugs.canonical_slug(name))
         if canonical is None or not canonical.startswith("-"):
             # Slugs encode absolute paths, so they begin with '-'; anything else in a
             # source's root is not a project (and must never shadow `here`).
@@ -267,7 +267,6 @@ class Catalog:
         folders changed, sorted. Needs the listing (the watcher lists first)."""
         assert self._slugs is not None, "remapped before the listing"
         before = dict(self._mapped.get(source, {}))
-        mapping = {name: self._rehomed(source, slug) for name, slug in mapping.items()}
         touched = set()
         for name, slug in before.items():
             if mapping.get(name) != slug:
