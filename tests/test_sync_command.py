@@ -74,6 +74,8 @@ class FakeSyncthing(ThreadingHTTPServer):
                 self.devices[dev] = body
             case "DELETE", ["config", "devices", dev]:
                 del self.devices[dev]
+            case "GET", ["db", "ignores"]:
+                return {"ignore": self.ignores.get(query["folder"])}
             case "POST", ["db", "ignores"]:
                 self.ignores[query["folder"]] = body["ignore"]
                 return {"ignore": body["ignore"]}
@@ -204,6 +206,9 @@ def test_init_shares_each_local_source_send_only_once(
     for _ in range(2):
         code, out, err = run(env, capsys, "init")
         assert (code, err) == (0, "")
+    # The second run changed nothing: no folder put again (Syncthing would restart it).
+    assert fake.calls.count("PUT /rest/config/folders/memfs-r6hc5si-pi-pi") == 1
+    assert fake.calls.count("POST /rest/db/ignores") == 2
     assert f"this machine: {ME}" in out
     assert f"memfs sync add {ME} --name " in out
     kinds = sorted(parse_folder_id(fid) or ("", "") for fid in fake.folders)

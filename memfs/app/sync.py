@@ -123,6 +123,20 @@ class Sync:
     def init(self, name: str | None = None) -> str:
         """Share every local source send-only; idempotent. Returns this device's id.
         ``name``: what the other machine should call this one (default: the hostname)."""
+        me, hostname, shared = self.share()
+        self.accept_pending()
+        self.out.append(f"this machine: {me} ({hostname})")
+        for share in shared:
+            self.out.append(f"  shared send-only: {share.source} ({share.kind}) {share.folder}")
+        address = self._address_hint(hostname)
+        self.out.append("on the other machine, run:")
+        name = _machine_name(name or hostname.split(".")[0])
+        self.out.append(f"  memfs sync add {me} --name {name}{address}")
+        return me
+
+    def share(self) -> tuple[str, str, list[Share]]:
+        """Each local source shared send-only, as `init` says; a folder already so is left
+        alone (a PUT restarts it). Returns this device's id, the hostname, what is shared."""
         me = self.my_id()
         hostname = socket.gethostname()
         home = str(self.config.home)
@@ -138,7 +152,9 @@ class Sync:
                 share.folder, machines.Published(hostname, home, share.source, share.kind)
             )
             fid = share.folder_id(me)
-            folder = existing.get(fid) or self._new_folder(
+            before = existing.get(fid)
+            folder = dict(before) if before is not None else None
+            folder = folder or self._new_folder(
                 fid, f"memfs {hostname} {share.source}", share.folder, "sendonly"
             )
             folder.update(
@@ -147,19 +163,13 @@ class Sync:
                 fsWatcherEnabled=True,
                 fsWatcherDelayS=WATCHER_DELAY_S,
             )
-            self._put_folder(folder)
-            ignores = {"ignore": IGNORES[share.kind]}
-            self.api.call("POST", f"/rest/db/ignores?folder={_q(fid)}", ignores)
+            if folder != before:
+                self._put_folder(folder)
+            query = f"/rest/db/ignores?folder={_q(fid)}"
+            if (self.api.get(query) or {}).get("ignore") != IGNORES[share.kind]:
+                self.api.call("POST", query, {"ignore": IGNORES[share.kind]})
             shared.append(share)
-        self.accept_pending()
-        self.out.append(f"this machine: {me} ({hostname})")
-        for share in shared:
-            self.out.append(f"  shared send-only: {share.source} ({share.kind}) {share.folder}")
-        address = self._address_hint(hostname)
-        self.out.append("on the other machine, run:")
-        name = _machine_name(name or hostname.split(".")[0])
-        self.out.append(f"  memfs sync add {me} --name {name}{address}")
-        return me
+        return me, hostname, shared
 
     def _address_hint(self, hostname: str) -> str:
         """`--address` for the other machine when this one listens at a fixed address
@@ -196,7 +206,7 @@ class Sync:
         if address:
             device["addresses"] = [address]
         self.api.call("PUT", f"/rest/config/devices/{dev}", device)
-        self.init()  # this machine's folders shared (again: idempotent), then with it
+        self.share()  # this machine's folders shared (again: idempotent), then with it
         mine = f"{FOLDER_PREFIX}{me[:7].lower()}-"
         for fid, folder in self._folders().items():
             if (
