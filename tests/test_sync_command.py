@@ -352,3 +352,19 @@ def test_a_config_folder_named_is_used(
     code, out, err = run(env, capsys, "status", "--syncthing", str(moved))
     assert (code, err) == (0, "")
     assert f"this machine: {ME}" in out
+
+
+def test_only_machines_paired_by_add_have_their_folders_accepted(
+    tmp_path: Path, fake: FakeSyncthing, capsys: pytest.CaptureFixture[str]
+) -> None:
+    env = make_env(tmp_path, gui_of(fake))
+    # A device the user shares other folders with, outside memfs, offers a memfs folder.
+    fake.devices[LAPTOP] = {"deviceID": LAPTOP, "name": "laptop", "addresses": ["dynamic"]}
+    offered = "memfs-i6jdpvx-pi-pi"
+    fake.pending = {offered: {"offeredBy": {LAPTOP: {"label": "memfs laptop pi"}}}}
+    assert run(env, capsys, "status")[0] == 0
+    assert offered not in fake.folders
+    # Once paired by `memfs sync add`, it is received (under machines/laptop/pi).
+    assert run(env, capsys, "add", LAPTOP, "--wait", "0")[0] == 0
+    assert fake.folders[offered]["type"] == "receiveonly"
+    assert fake.folders[offered]["path"].endswith("memfs/machines/laptop/pi")

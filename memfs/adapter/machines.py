@@ -69,7 +69,7 @@ class MachineWatch:
 
     def _take(self, found: list[machines.Received]) -> None:
         """Trio thread: the sources of folders not served yet, appended and watched."""
-        known = {s.root for s in self.config.sources} | {s.root.parent for s in self.config.sources}
+        known = {s.root for s in self.config.sources}
         taken = {s.name for s in self.config.sources}
         added = []
         for received in found:

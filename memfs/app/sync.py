@@ -254,8 +254,8 @@ class Sync:
     # --- accepting what known machines offer --------------------------------------
 
     def accept_pending(self) -> int:
-        """Accept, receive-only, every memfs folder a paired machine offers; returns how
-        many were accepted."""
+        """Accept, receive-only, every memfs folder a machine paired by `add` offers (its
+        folder under machines/ says so); returns how many were accepted."""
         pending = self.api.get("/rest/cluster/pending/folders") or {}
         devices = self._devices()
         count = 0
@@ -269,6 +269,8 @@ class Sync:
                 if device is None or not device.get("name"):
                     continue
                 name = _machine_name(device["name"])
+                if not (self.machines / name).is_dir():
+                    continue  # a device paired outside `memfs sync add`: not asked for
                 path = machines.received_folder(self.machines, name, source, kind)
                 path.mkdir(parents=True, exist_ok=True)
                 folder = self._new_folder(fid, f"memfs {name} {source}", path, "receiveonly")
