@@ -318,7 +318,7 @@ class Sync:
                     "name": device.get("name", ""),
                     "device": dev,
                     "connected": bool(conn.get("connected")),
-                    "last_seen": (seen.get(dev) or {}).get("lastSeen", ""),
+                    "last_seen": _seen((seen.get(dev) or {}).get("lastSeen", "")),
                     "left_files": left_files,
                     "left_bytes": left_bytes,
                     "conflicts": conflicts,
@@ -362,6 +362,11 @@ def format_status(status: Mapping[str, Any]) -> list[str]:
             f"receiving {len(m['receiving'])} folders"
         )
     return lines
+
+
+def _seen(when: str) -> str:
+    """Syncthing's last-seen time; "" for never (it says year 1 or 1970 then)."""
+    return "" if when.startswith(("0001-", "1970-")) else when
 
 
 def _shares_with(folder: Mapping[str, Any], dev: str) -> bool:
