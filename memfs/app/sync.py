@@ -186,36 +186,18 @@ class Sync:
     # --- add ----------------------------------------------------------------------
 
     def add(self, text: str, name: str | None, address: str | None, wait: float) -> None:
+        """Pair the machine of device id ``text``: share this machine's folders with it and
+        receive its own (now, or within ``wait`` seconds, or at a later command)."""
         dev = device_id(text)
         me = self.my_id()
         if dev == me:
             raise SyncError(f"{dev} is this machine's own id; give the other machine's")
         if address is not None and not address.startswith(("tcp://", "quic://")):
             raise SyncError(f"--address {address!r} must look like tcp://HOST:PORT")
-        devices = self._devices()
-        device = devices.get(dev)
-        name = name or (device or {}).get("name") or f"machine-{dev[:7].lower()}"
-        name = _machine_name(name)
-        for other in devices.values():
-            if other["deviceID"] != dev and other.get("name") == name and self._is_machine(other):
-                raise SyncError(f"another machine is named {name!r} already; pick --name")
-        if device is None:
-            device = dict(self.api.get("/rest/config/defaults/device"))
-            device.update(deviceID=dev, addresses=["dynamic"])
-        device.update(name=name, autoAcceptFolders=False)
-        if address:
-            device["addresses"] = [address]
-        self.api.call("PUT", f"/rest/config/devices/{dev}", device)
+        name = self._pair(dev, name, address)
         self.share()  # this machine's folders shared (again: idempotent), then with it
-        mine = f"{FOLDER_PREFIX}{me[:7].lower()}-"
-        for fid, folder in self._folders().items():
-            if (
-                fid.startswith(mine)
-                and folder["type"] == "sendonly"
-                and not _shares_with(folder, dev)
-            ):
-                folder["devices"].append({"deviceID": dev})
-                self._put_folder(folder)
+        self._share_with(dev, me)
+        # The consent `accept_pending` looks for, before any offer is taken.
         (self.machines / name).mkdir(parents=True, exist_ok=True)
         accepted = self._wait_for_offers(dev, wait)
         self.out.append(f"added {name} ({dev}): this machine's folders are shared with it")
@@ -226,6 +208,35 @@ class Sync:
                 f"  its folders arrive once it adds this machine (memfs sync add {me}); "
                 "then 'memfs sync status' here accepts them"
             )
+
+    def _pair(self, dev: str, name: str | None, address: str | None) -> str:
+        """The device added (or updated) under its machine name; returns the name."""
+        devices = self._devices()
+        device = devices.get(dev)
+        name = _machine_name(name or (device or {}).get("name") or f"machine-{dev[:7].lower()}")
+        for other in devices.values():
+            if other["deviceID"] != dev and other.get("name") == name and self._is_machine(other):
+                raise SyncError(f"another machine is named {name!r} already; pick --name")
+        if device is None:
+            device = dict(self.api.get("/rest/config/defaults/device"))
+            device.update(deviceID=dev, addresses=["dynamic"])
+        # Its folders are accepted by memfs, receive-only, never by Syncthing's auto-accept
+        # (which would make them send-receive folders in the home).
+        device.update(name=name, autoAcceptFolders=False)
+        if address:
+            device["addresses"] = [address]
+        self.api.call("PUT", f"/rest/config/devices/{dev}", device)
+        return name
+
+    def _share_with(self, dev: str, me: str) -> None:
+        """Each of this machine's memfs folders shared with device ``dev``."""
+        mine = f"{FOLDER_PREFIX}{me[:7].lower()}-"
+        for fid, folder in self._folders().items():
+            if not fid.startswith(mine) or folder["type"] != "sendonly":
+                continue
+            if not _shares_with(folder, dev):
+                folder["devices"].append({"deviceID": dev})
+                self._put_folder(folder)
 
     def _wait_for_offers(self, dev: str, wait: float) -> int:
         deadline = time.monotonic() + wait
@@ -287,6 +298,7 @@ class Sync:
     # --- status -------------------------------------------------------------------
 
     def status(self) -> dict[str, Any]:
+        """This device, what it shares, and each paired machine (`_machine`)."""
         self.accept_pending()
         me = self.my_id()
         folders = [f for f in self._folders().values() if f["id"].startswith(FOLDER_PREFIX)]
@@ -294,39 +306,42 @@ class Sync:
         seen = self.api.get("/rest/stats/device") or {}
         found = []
         for dev, device in sorted(self._devices().items(), key=lambda d: d[1].get("name", "")):
-            if dev == me or not any(_shares_with(f, dev) for f in folders):
+            shared = [f for f in folders if _shares_with(f, dev)]
+            if dev == me or not shared:
                 continue
-            left_files = left_bytes = conflicts = 0
-            receiving = []
-            for f in folders:
-                if not _shares_with(f, dev):
-                    continue
-                if f["type"] == "receiveonly":
-                    st = self.api.get(f"/rest/db/status?folder={_q(f['id'])}")
-                    left_files += int(st.get("needFiles", 0)) + int(st.get("needDeletes", 0))
-                    left_bytes += int(st.get("needBytes", 0))
-                    conflicts += _conflict_copies(Path(f["path"]))
-                    receiving.append(f["path"])
-                else:
-                    query = f"folder={_q(f['id'])}&device={dev}"
-                    done = self.api.get(f"/rest/db/completion?{query}")
-                    left_files += int(done.get("needItems", 0)) + int(done.get("needDeletes", 0))
-                    left_bytes += int(done.get("needBytes", 0))
-            conn = connections.get(dev, {})
-            found.append(
-                {
-                    "name": device.get("name", ""),
-                    "device": dev,
-                    "connected": bool(conn.get("connected")),
-                    "last_seen": _seen((seen.get(dev) or {}).get("lastSeen", "")),
-                    "left_files": left_files,
-                    "left_bytes": left_bytes,
-                    "conflicts": conflicts,
-                    "receiving": receiving,
-                }
+            machine = self._machine(dev, shared)
+            machine.update(
+                name=device.get("name", ""),
+                connected=bool(connections.get(dev, {}).get("connected")),
+                last_seen=_seen((seen.get(dev) or {}).get("lastSeen", "")),
             )
-        shared = [f["path"] for f in folders if f["type"] == "sendonly"]
-        return {"device": me, "shared": shared, "machines": found}
+            found.append(machine)
+        shared_here = [f["path"] for f in folders if f["type"] == "sendonly"]
+        return {"device": me, "shared": shared_here, "machines": found}
+
+    def _machine(self, dev: str, folders: list[dict[str, Any]]) -> dict[str, Any]:
+        """What is left to sync with device ``dev`` both ways (what it still needs of this
+        machine's folders, what this one still needs of its), and its conflict copies."""
+        left_files = left_bytes = conflicts = 0
+        receiving = []
+        for f in folders:
+            if f["type"] == "receiveonly":
+                st = self.api.get(f"/rest/db/status?folder={_q(f['id'])}")
+                left_files += int(st.get("needFiles", 0)) + int(st.get("needDeletes", 0))
+                left_bytes += int(st.get("needBytes", 0))
+                conflicts += _conflict_copies(Path(f["path"]))
+                receiving.append(f["path"])
+            else:
+                done = self.api.get(f"/rest/db/completion?folder={_q(f['id'])}&device={dev}")
+                left_files += int(done.get("needItems", 0)) + int(done.get("needDeletes", 0))
+                left_bytes += int(done.get("needBytes", 0))
+        return {
+            "device": dev,
+            "left_files": left_files,
+            "left_bytes": left_bytes,
+            "conflicts": conflicts,
+            "receiving": receiving,
+        }
 
     # --- remove -------------------------------------------------------------------
 
