@@ -5,6 +5,7 @@ test_sync_machines.py)."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -159,6 +160,12 @@ async def test_a_machine_that_arrives_while_serving_is_served_without_a_remount(
             )
             # The same look again adds nothing.
             assert machine_watch.added == 1
+            # `memfs sync remove desktop` takes its folders: its files leave the project,
+            # the own one stays.
+            shutil.rmtree(machines.machines_dir(env) / "desktop")
+            await eventually(lambda: "t.md" not in (project.tree.children("") or []), "gone")
+            assert "notes.md" in (project.tree.children("") or [])
+            assert project.tree.children(".history/notes.md") in (None, [])
             nursery.cancel_scope.cancel()
     finally:
         watcher.close()
