@@ -368,3 +368,13 @@ def test_only_machines_paired_by_add_have_their_folders_accepted(
     assert run(env, capsys, "add", LAPTOP, "--wait", "0")[0] == 0
     assert fake.folders[offered]["type"] == "receiveonly"
     assert fake.folders[offered]["path"].endswith("memfs/machines/laptop/pi")
+
+
+def test_a_bad_device_id_is_told_without_syncthing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    env = make_env(tmp_path)  # no Syncthing at all
+    code, _, err = run(env, capsys, "add", "ABCDEFG-HIJ")
+    assert code == 2
+    assert "'ABCDEFG-HIJ' is not a Syncthing device id" in err
+    assert len(err.strip().splitlines()) == 1

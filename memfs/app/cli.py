@@ -552,6 +552,8 @@ def cmd_sync(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     from memfs.app import sync  # SyncError, SyncthingError: one-line user errors
     from memfs.disk import syncthing
 
+    if args.action == "add":
+        syncthing.device_id(args.device_id)  # a typo is told first, Syncthing running or not
     cfg = _load(args, env)
     api = syncthing.locate(env, cfg.home, args.syncthing, args.api_key)
     command = sync.Sync(api, cfg, env)
