@@ -1,8 +1,9 @@
 """Configuration: the TOML shape, its defaults, source discovery and the containment rules.
 
-§3. Role: turn the config file (or discovery) into an immutable `Config` that every
-other module reads. Layer disk: imports no other memfs module but disk/machines.py (other
-machines' folders, §12, appended to the sources) and rules/slug.py.
+§3. Role: turn the config file (or discovery) into a `Config` that every other module
+reads, immutable but for `Config.add_sources` (another machine's folders, while serving).
+Layer disk: imports no other memfs module but disk/machines.py (other machines' folders,
+§12, appended to the sources) and rules/slug.py.
 Reads only the config file and a few ``stat`` calls on candidate folders, once,
 before a mount serves anything (so it is never on the request thread while serving); every
 function takes the environment explicitly so tests never depend on the real home.
