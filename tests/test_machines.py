@@ -198,3 +198,30 @@ def test_a_received_gemini_folder_maps_through_the_homes_too(tmp_path: Path) -> 
     project = offline.load_project(config, ours)
     assert project is not None
     assert "g.md" in (project.tree.children("") or [])
+
+
+async def test_a_gemini_folder_that_arrives_while_serving_joins_its_project(
+    tmp_path: Path,
+) -> None:
+    env = env_of(tmp_path)
+    (tmp_path / "home" / ".claude" / "projects").mkdir(parents=True)
+    ours = claude_slug(str(tmp_path / "home" / "src" / "shop"))
+    config = cfg.load(env)
+    catalog = offline.listed(config)
+    watcher = Watcher(catalog, Recorder())
+    machine_watch = MachineWatch(watcher)
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(watcher.run)
+            nursery.start_soon(machine_watch.run)
+            await eventually(lambda: machine_watch.looks > 0, "a first look (nothing yet)")
+            assert not catalog.has(ours)
+            files = {"a1b2/.project_root": "/home/al/src/shop\n", "a1b2/memory/g.md": "g\n"}
+            receive(env, "desktop", "gemini", "gemini", "/home/al", files)
+            await eventually(lambda: catalog.has(ours), "their Gemini project is ours")
+            project = await watcher.load(ours)
+            assert project is not None
+            assert "g.md" in (project.tree.children("") or [])
+            nursery.cancel_scope.cancel()
+    finally:
+        watcher.close()
