@@ -49,6 +49,7 @@ import trio
 from memfs.adapter import workers
 from memfs.adapter.fs import STATUS_XATTR, MemFS
 from memfs.adapter.keeper import Keeper
+from memfs.adapter.machines import MachineWatch
 from memfs.adapter.watch import Watcher
 from memfs.app import mountpoint as bare
 from memfs.app import notify, tracebacks
@@ -387,10 +388,12 @@ async def _serve(ops: MemFS, mountpoint: Path) -> None:
     watcher.turns.tune()
     ops.attach(watcher)
     keeper = Keeper(ops.config, ops.stats)
+    machine_watch = MachineWatch(watcher)  # other machines' folders, as they arrive (§12)
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(ops.kernel.run)
             nursery.start_soon(watcher.run)
+            nursery.start_soon(machine_watch.run)
             nursery.start_soon(_signals, nursery.cancel_scope)
             nursery.start_soon(_ready_then_keep, ops, mountpoint, keeper)
             await pyfuse3.main()

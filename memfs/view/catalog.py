@@ -100,7 +100,8 @@ class Catalog:
         if not sources.valid_name(name) or not names.project_folder(name):
             return None
         is_mapped = self.config.sources[source].mapped
-        canonical = mapped if is_mapped else slugs.canonical_slug(name)
+        # A mapped folder's slug comes mapped to this machine already (`Config.moved`).
+        canonical = mapped if is_mapped else self._rehomed(source, slugs.canonical_slug(name))
         if canonical is None or not canonical.startswith("-"):
             # Slugs encode absolute paths, so they begin with '-'; anything else in a
             # source's root is not a project (and must never shadow `here`).
@@ -113,6 +114,14 @@ class Catalog:
         assert self._slugs is not None
         self._slugs.setdefault(canonical, set()).add((source, name))
         return canonical
+
+    def _rehomed(self, source: int, slug: str) -> str:
+        """``slug`` as this machine names it: another machine's folder (§12) maps through
+        the two homes (`slugs.rehome`); this machine's stays as it is."""
+        theirs = self.config.sources[source].their_home
+        if not theirs:
+            return slug
+        return slugs.rehome(slug, theirs, str(self.config.home))
 
     def slugs(self) -> list[str]:
         return list(self._listing().keys())
@@ -227,7 +236,7 @@ class Catalog:
             if canonical is None:
                 return None
         else:
-            canonical = slugs.canonical_slug(name)
+            canonical = self._rehomed(source, slugs.canonical_slug(name))
         folders = self._slugs.get(canonical)
         if folders is None:
             return None
