@@ -21,6 +21,7 @@ from pathlib import Path
 import trio
 
 from memfs.adapter import workers
+from memfs.adapter.keeper import Keeper
 from memfs.adapter.watch import Watcher
 from memfs.disk import config as configs
 from memfs.disk import machines
@@ -42,8 +43,9 @@ MASK = IN_CREATE | IN_MOVED_TO | IN_CLOSE_WRITE | IN_DELETE_SELF | IN_MOVE_SELF 
 
 
 class MachineWatch:
-    def __init__(self, watcher: Watcher) -> None:
+    def __init__(self, watcher: Watcher, keeper: Keeper | None = None) -> None:
         self.watcher = watcher
+        self.keeper = keeper  # keeps the versions of what arrives too (§7.2)
         self.config = watcher.catalog.config
         self.inotify = Inotify()
         self.added = 0  # sources added while serving
@@ -89,6 +91,8 @@ class MachineWatch:
         self.added += len(added)
         log.info("serving %s from other machines", ", ".join(s.name for s in added))
         self.watcher.sources_added(first)
+        if self.keeper is not None:
+            self.keeper.sources_added()
 
     async def run(self) -> None:
         folder = self.config.machines_dir

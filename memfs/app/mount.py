@@ -388,7 +388,8 @@ async def _serve(ops: MemFS, mountpoint: Path) -> None:
     watcher.turns.tune()
     ops.attach(watcher)
     keeper = Keeper(ops.config, ops.stats)
-    machine_watch = MachineWatch(watcher)  # other machines' folders, as they arrive (§12)
+    # Other machines' folders, served and kept as they arrive (§12).
+    machine_watch = MachineWatch(watcher, keeper)
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(ops.kernel.run)
