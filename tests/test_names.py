@@ -26,6 +26,7 @@ CASES: dict[str, tuple[list[str], list[str]]] = {
     "syncthing-marker": ([".stfolder"], ["stfolder", ".stfolder.md"]),
     "syncthing-versions": ([".stversions"], ["stversions.md"]),
     "syncthing-ignore": ([".stignore"], ["stignore.md", ".stignored"]),
+    "memfs-machine": ([".memfs-machine.json"], ["memfs-machine.json", ".memfs-machine.json.md"]),
     "rsync-tmp": (
         [".notes.md.AbC123", ".handoff-x_y.md.zZ09zz", ".a.b.000000"],
         ["notes.md.AbC123", ".notes.md.AbC12", ".notes.md.AbC1234", ".gitignore", ".md.x"],
@@ -133,6 +134,7 @@ WAYS: dict[str, names.Way] = {
     "syncthing-marker": names.Way.REFUSED,
     "syncthing-versions": names.Way.REFUSED,
     "syncthing-ignore": names.Way.REFUSED,
+    "memfs-machine": names.Way.REFUSED,
     "rsync-tmp": names.Way.WRITERS,  # rsync through the mount
     "rsync-delay": names.Way.REFUSED,
     "rclone-partial": names.Way.WRITERS,  # rclone copy onto the mount

@@ -40,7 +40,9 @@ def test_config_reference_matches_the_defaults_and_parses(tmp_path: Path) -> Non
 
 
 def test_syncthing_recipe_config_parses(tmp_path: Path) -> None:
-    (block,) = _toml_blocks(_section("Keeping memory across machines"))
+    """The manual recipe, moved from the README to docs/SYNC.md when `memfs sync` came."""
+    text = (README.parent / "docs" / "SYNC.md").read_text(encoding="utf-8")
+    (block,) = _toml_blocks(text[text.index("## The manual recipe\n") :])
     path = tmp_path / "config.toml"
     path.write_text(block, encoding="utf-8")
     loaded = config.load({"HOME": str(tmp_path)}, path)

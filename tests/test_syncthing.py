@@ -1,10 +1,11 @@
 """Tier 3: two machines keep memory in sync with Syncthing, each with its own memfs (§12).
 
-The README's recipe, run as a test. Two Syncthing instances ("machines" a and b, each with
-its own HOME and its own memfs mount) talk over loopback in a network namespace that has
-nothing else: no discovery, relays, NAT, global announce, STUN, usage or crash reports, or
-upgrades, all turned off in config.xml before the first start. Each machine shares its own
-source (Claude Code's ``projects/`` folder) send-only with ``fsWatcherDelayS=1`` and
+The manual recipe of docs/SYNC.md (the README's before `memfs sync`), run as a test. Two
+Syncthing instances ("machines" a and b, each with its own HOME and its own memfs mount)
+talk over loopback in a network namespace that has nothing else: no discovery, relays,
+NAT, global announce, STUN, usage or crash reports, or upgrades, all turned off in
+config.xml before the first start. Each machine shares its own source (Claude Code's
+``projects/`` folder) send-only with ``fsWatcherDelayS=1`` and
 ``.memfs-stage.*`` in ``.stignore``; the other machine receives it receive-only into a folder
 that its memfs lists as a read-only source. The REST API listens on a Unix socket, which the
 test reaches from outside the namespace; the memfs daemons run outside it too, as they only
@@ -54,7 +55,7 @@ pytestmark = [pytest.mark.mount, pytest.mark.timeout(90)]
 
 SLUG = slug_of(Path("/home/u/src/shared_app"))
 MEMORY = Path(SLUG) / "memory"  # a project's folder below a projects/ root
-# The README's .stignore for a shared ~/.claude/projects, in this order (first match wins).
+# The recipe's .stignore for a shared ~/.claude/projects, in this order (first match wins).
 STIGNORE = """\
 // memfs's stage files stay on the machine that writes them
 .memfs-stage.*

@@ -108,6 +108,7 @@ class Keeper:
         self._roots: dict[int, int] = {}  # wd -> the source whose root it watches
         self._due: dict[tuple[bytes, str], int] = {}  # (folder key, path or SWEEP) -> when
         self._live: set[bytes] = set()  # folder keys whose folder itself is watched
+        self._more_sources = trio.Event()  # sources added while serving (`sources_added`)
         self._wake = trio.Event()
 
     # --- the folders ---------------------------------------------------------------
@@ -199,13 +200,28 @@ class Keeper:
 
     async def run(self) -> None:
         """The first pass over every folder, then events as they come."""
-        for wd, i in await workers.run(self._watch_roots):
-            self._roots[wd] = i
-        await self._relist()
+        await self._take_sources()
         self.stats.disk_swept = True
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._read)
             nursery.start_soon(self._looks)
+            nursery.start_soon(self._sources)
+
+    def sources_added(self) -> None:
+        """Trio thread: the config gained sources while serving (another machine's folders
+        arrived, §12): they are watched and swept as the first pass did the others."""
+        self._more_sources.set()
+
+    async def _take_sources(self) -> None:
+        for wd, i in await workers.run(self._watch_roots):
+            self._roots[wd] = i
+        await self._relist()
+
+    async def _sources(self) -> None:
+        while True:
+            await self._more_sources.wait()
+            self._more_sources = trio.Event()
+            await self._take_sources()
 
     async def _read(self) -> None:
         while True:

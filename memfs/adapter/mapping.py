@@ -97,6 +97,8 @@ def _read_one(
             found.roles.append((wd, role))
 
     watch(spec.gemini_dir, Role(i, None))
-    entries = gemini.read_map(spec.gemini_dir, lambda folder: watch(folder, Role(i, folder.name)))
+    entries = gemini.read_map(
+        spec.gemini_dir, lambda folder: watch(folder, Role(i, folder.name)), config.moved(spec)
+    )
     found.mapping = {m.folder: m.slug for m in entries if m.slug is not None}
     return found

@@ -361,6 +361,31 @@ class Watcher:
             if slug is not None:
                 self.listener.root_changed(slug)
 
+    def sources_added(self, first: int) -> None:
+        """Sources from ``first`` on were appended to the config while serving (another
+        machine's folders arrived, §12; adapter/machines.py): watch each root and take in
+        its projects, as for a root that appears after the mount. A loaded project that
+        gains a folder has it scanned and watched."""
+        added = range(first, len(self.catalog.config.sources))
+        specs = [self.catalog.config.sources[i] for i in added]
+        self.watches.roots = self.watches.roots | {s.root for s in specs if s.projects}
+        self._root_names = self._root_names | {p for s in specs for p in s.root.parts}
+        work = _Work()
+        for i, spec in zip(added, specs, strict=True):
+            if not spec.projects:
+                continue
+            if not self._watch_root(i):
+                continue  # it waits on its way, as any missing root
+            if spec.mapped:
+                work.remaps.add(i)  # its map, read in a worker
+                continue
+            for name in sources.list_slug_folders(spec.root):
+                slug = self.catalog.folder_added(i, name)
+                if slug is not None:
+                    self._slug_changed(slug, work)
+        if work:
+            self._send.send_nowait(work)
+
     def _add(self, path: Path, mask: int, target: Target) -> bool:
         wd = self.watches.add(path, mask)
         if wd is None:
@@ -647,13 +672,11 @@ class Watcher:
                 self._handle(wd, mask, name, work, touched)
 
     def refollow(self, slugs: list[str]) -> None:
-        """Folders changed project outside any event (a moved project followed, moves.py):
-        each slug's listing is told, and a loaded project reads its new folders."""
+        """Folders changed project outside any event (a move followed, adapter/moves.py)."""
         work = _Work()
         for slug in slugs:
-            self._slug_changed(slug, work)
-        if work:
-            self._send.send_nowait(work)
+            self._slug_changed(slug, work)  # told, and a loaded project reads its new folders
+        self._send.send_nowait(work)
 
     def _overflow(self, work: _Work) -> None:
         self.overflows += 1

@@ -125,6 +125,33 @@ def _parser() -> argparse.ArgumentParser:
     lg.add_argument("-n", type=int, default=50, help="at most N changes (0: all)")
     lg.add_argument("--config", type=Path)
 
+    sy = cmd("sync", "memory on every machine, through your Syncthing (README: machines)")
+    sys_ = sy.add_subparsers(dest="action", metavar="ACTION", required=True)
+    sync_init = sys_.add_parser("init", help="share this machine's memory send-only")
+    sync_add = sys_.add_parser("add", help="pair a machine; receive its memory read-only")
+    sync_add.add_argument("device_id")
+    sync_add.add_argument("--name", default=None, help="the machine's name (history names)")
+    sync_add.add_argument("--address", default=None, help="tcp://HOST:PORT, if not discovered")
+    sync_add.add_argument(
+        "--wait", type=float, default=5.0, help="seconds to wait for its folders (default 5)"
+    )
+    sync_status = sys_.add_parser("status", help="each machine: connected, left to sync")
+    sync_status.add_argument("--json", action="store_true")
+    sync_remove = sys_.add_parser("remove", help="stop sharing with a machine")
+    sync_remove.add_argument("name")
+    for q in (sync_init, sync_add, sync_status, sync_remove):
+        q.add_argument(
+            "--syncthing",
+            default=None,
+            metavar="DIR_OR_URL",
+            help="Syncthing's config folder or GUI URL (default: found)",
+        )
+        q.add_argument("--api-key", default=None, help="with a URL: its API key")
+        q.add_argument("--config", type=Path)
+    sync_init.add_argument(
+        "--name", default=None, help="what other machines call this one (default: hostname)"
+    )
+
     a = cmd("adopt", "adopt an old account's memory into the own source (README: Adopting)")
     ads = a.add_subparsers(dest="action", metavar="ACTION", required=True)
     al = ads.add_parser("list", help="offer the other sources' folders of a project")
@@ -172,7 +199,14 @@ def _is_user_error(exc: Exception) -> bool:
     # Each layer has its own error class carrying one line with the cause and the fix.
     if isinstance(exc, UserError | config.ConfigError | state.StateError):
         return True
-    return type(exc).__name__ in ("MountError", "ServiceError", "AdoptError", "HistoryError")
+    return type(exc).__name__ in (
+        "MountError",
+        "ServiceError",
+        "AdoptError",
+        "HistoryError",
+        "SyncError",
+        "SyncthingError",
+    )
 
 
 def _one_line(exc: Exception) -> str:
@@ -521,6 +555,28 @@ def cmd_adopt(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     return 0
 
 
+def cmd_sync(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    from memfs.app import sync  # SyncError, SyncthingError: one-line user errors
+    from memfs.disk import syncthing
+
+    if args.action == "add":
+        syncthing.device_id(args.device_id)  # a typo is told first, Syncthing running or not
+    cfg = _load(args, env)
+    api = syncthing.locate(env, cfg.home, args.syncthing, args.api_key)
+    command = sync.Sync(api, cfg, env)
+    if args.action == "init":
+        command.init(args.name)
+    elif args.action == "add":
+        command.add(args.device_id, args.name, args.address, args.wait)
+    elif args.action == "remove":
+        command.remove(args.name)
+    else:
+        found = command.status()
+        command.out = [json.dumps(found, indent=1)] if args.json else sync.format_status(found)
+    _print_all("\n".join(command.out))
+    return 0
+
+
 COMMANDS = {
     "mount": cmd_mount,
     "umount": cmd_umount,
@@ -531,6 +587,7 @@ COMMANDS = {
     "demo": cmd_demo,
     "service": cmd_service,
     "adopt": cmd_adopt,
+    "sync": cmd_sync,
     "restore": cmd_restore,
     "log": cmd_log,
 }

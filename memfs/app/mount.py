@@ -49,6 +49,7 @@ import trio
 from memfs.adapter import workers
 from memfs.adapter.fs import STATUS_XATTR, MemFS
 from memfs.adapter.keeper import Keeper
+from memfs.adapter.machines import MachineWatch
 from memfs.adapter.watch import Watcher
 from memfs.app import mountpoint as bare
 from memfs.app import notify, tracebacks
@@ -388,10 +389,13 @@ async def _serve(ops: MemFS, mountpoint: Path) -> None:
     ops.attach(watcher)
     await ops.moves.load()  # the moves followed before (§4.2), before the first request
     keeper = Keeper(ops.config, ops.stats)
+    # Other machines' folders, served and kept as they arrive (§12).
+    machine_watch = MachineWatch(watcher, keeper)
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(ops.kernel.run)
             nursery.start_soon(watcher.run)
+            nursery.start_soon(machine_watch.run)
             nursery.start_soon(_signals, nursery.cancel_scope)
             nursery.start_soon(_ready_then_keep, ops, mountpoint, keeper)
             nursery.start_soon(ops.moves.learn, ops.config)  # roots for moves later (§4.2)

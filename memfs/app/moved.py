@@ -60,9 +60,7 @@ def _folders(catalog: Catalog, old: str, moved: bool) -> list[Origin]:
     if moved:
         new = next(n for o, (n, _) in catalog.moves().items() if o == old)
         found = [
-            o
-            for o in catalog.origins(new)
-            if o.moved and not o.kept and slugs.canonical_slug(o.parts[0]) == old
+            o for o in catalog.origins(new) if o.moved and not o.kept and catalog.named(o) == old
         ]
     else:
         found = [o for o in catalog.origins(old) if not o.kept]

@@ -1,7 +1,9 @@
 """Configuration: the TOML shape, its defaults, source discovery and the containment rules.
 
-§3. Role: turn the config file (or discovery) into an immutable `Config` that every
-other module reads. Layer disk: imports no other memfs module.
+§3. Role: turn the config file (or discovery) into a `Config` that every other module
+reads, immutable but for `Config.add_sources` (another machine's folders, while serving).
+Layer disk: imports no other memfs module but disk/machines.py (other machines' folders,
+§12, appended to the sources) and rules/slug.py.
 Reads only the config file and a few ``stat`` calls on candidate folders, once,
 before a mount serves anything (so it is never on the request thread while serving); every
 function takes the environment explicitly so tests never depend on the real home.
@@ -9,6 +11,7 @@ function takes the environment explicitly so tests never depend on the real home
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import os
@@ -18,6 +21,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from memfs.disk import machines
+from memfs.rules import slug as slugs
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +63,9 @@ class SourceSpec:
     own: bool = False
     why: str = ""
     kind: str = TEMPLATE
+    # A source received from another machine (§12): that machine's home folder, through
+    # which its slugs map to ours (`rules.slug.rehome`); "" for this machine's sources.
+    their_home: str = ""
 
     def folder(self, slug_folder: str) -> Path:
         """The real memory folder of one project in this source."""
@@ -130,6 +139,8 @@ class Config:
     preamble: PreambleSettings = field(default_factory=PreambleSettings)
     limits: Limits = field(default_factory=Limits)
     path: Path | None = None  # the config file read, None when sources were discovered
+    # where other machines' folders arrive (§12; disk/machines.py): watched while serving
+    machines_dir: Path | None = None
 
     # Asked on hot paths (every entry of a listing): computed once per config.
     @functools.cached_property
@@ -139,6 +150,56 @@ class Config:
     @functools.cached_property
     def own_index(self) -> int | None:
         return next((i for i, s in enumerate(self.sources) if s.own), None)
+
+    def moved(self, source: SourceSpec) -> Callable[[str], str] | None:
+        """How a path another machine's ``source`` names maps to ours (§12); None for this
+        machine's sources."""
+        theirs = source.their_home
+        if not theirs:
+            return None
+        return functools.partial(slugs.rehome_path, their_home=theirs, our_home=str(self.home))
+
+    def add_sources(self, added: tuple[SourceSpec, ...]) -> None:
+        """Append sources while a mount serves: another machine's folders arrived (§12: no
+        remount). Append only, so every source index held anywhere stays true; never own,
+        so `own` and `own_index` stay true too. The mount's trio thread only."""
+        assert not any(s.own for s in added), "a source added while serving is never own"
+        object.__setattr__(self, "sources", self.sources + added)
+
+
+def received_source(found: machines.Received, taken: set[str]) -> SourceSpec | None:
+    """The read-only source of a folder another machine shares, named ``<machine>-<source>``
+    (its versions' names say where they came from); None when that name is taken."""
+    p = found.published
+    name = f"{found.machine}-{p.source}"[:32]
+    if name in taken or not _NAME_RE.match(name):
+        return None
+    why = f"received from machine {found.machine!r} ({p.hostname}, home {p.home})"
+    if p.kind == "gemini":
+        spec = gemini_source(name, found.folder.parent, why)
+    elif p.kind == "codex":
+        spec = codex_source(name, found.folder.parent, why)
+    else:
+        tail = ("memory",) if p.kind == "claude" else ()
+        template = str(found.folder.joinpath(SLUG_FIELD, *tail))
+        spec = SourceSpec(name, template, found.folder, tail, False, why)
+    return dataclasses.replace(spec, their_home=p.home)
+
+
+def with_machines(
+    sources: tuple[SourceSpec, ...], env: Mapping[str, str]
+) -> tuple[SourceSpec, ...]:
+    """``sources`` and, after them, every folder received from another machine (§12)."""
+    taken = {s.name for s in sources}
+    added = []
+    for found in machines.received(machines.machines_dir(env)):
+        spec = received_source(found, taken)
+        if spec is None:
+            log.warning("%s: its source name is taken; not served", found.folder)
+            continue
+        taken.add(spec.name)
+        added.append(spec)
+    return sources + tuple(added)
 
 
 _SECTIONS: dict[str, dict[str, tuple[type, int]]] = {
@@ -224,7 +285,12 @@ def load(env: Mapping[str, str], path: Path | None = None) -> Config:
     if not path.exists():
         if explicit:
             raise ConfigError(f"{path}: no such config file; fix the --config path")
-        return Config(sources=discover(env), state_dir=state_dir(env), home=home)
+        return Config(
+            sources=with_machines(discover(env), env),
+            state_dir=state_dir(env),
+            home=home,
+            machines_dir=machines.machines_dir(env),
+        )
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
@@ -249,12 +315,13 @@ def _from_toml(data: dict[str, Any], path: Path, env: Mapping[str, str]) -> Conf
     else:
         sources = discover(env)  # every key has a default, the sources too
     return Config(
-        sources=sources,
+        sources=with_machines(sources, env),
         state_dir=state_dir(env),
         home=home,
         preamble=PreambleSettings(**settings["preamble"]),
         limits=Limits(**settings["limits"]),
         path=path,
+        machines_dir=machines.machines_dir(env),
     )
 
 

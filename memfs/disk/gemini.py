@@ -52,11 +52,17 @@ class Mapping:
     why: str  # where the root was read, or why the folder is not mapped
 
 
-def read_map(gemini: Path, before: Callable[[Path], object] | None = None) -> list[Mapping]:
+def read_map(
+    gemini: Path,
+    before: Callable[[Path], object] | None = None,
+    moved: Callable[[str], str] | None = None,
+) -> list[Mapping]:
     """Every real folder of ``gemini/tmp`` (dot names aside), sorted by id, and its project.
 
     ``before`` is called with each folder before its marker is read: the watcher watches
-    the folder first, so that a marker written after the read raises an event.
+    the folder first, so that a marker written after the read raises an event. ``moved``
+    maps a root read to this machine's, for another machine's folder (§12,
+    `slugs.rehome_path`).
     """
     registry, _ = read_registry(gemini)
     by_id: dict[str, str] = {}
@@ -69,11 +75,13 @@ def read_map(gemini: Path, before: Callable[[Path], object] | None = None) -> li
             continue
         if before is not None:
             before(tmp / folder)
-        found.append(_mapping(tmp, folder, by_id.get(folder)))
+        found.append(_mapping(tmp, folder, by_id.get(folder), moved))
     return found
 
 
-def _mapping(tmp: Path, folder: str, registered: str | None) -> Mapping:
+def _mapping(
+    tmp: Path, folder: str, registered: str | None, moved: Callable[[str], str] | None = None
+) -> Mapping:
     root: str | None
     try:
         root, where = _read_marker(tmp, folder), MARKER
@@ -88,6 +96,12 @@ def _mapping(tmp: Path, folder: str, registered: str | None) -> Mapping:
         return Mapping(folder, None, None, f"empty {where}")
     if not os.path.isabs(root) or "\0" in root:
         return Mapping(folder, None, None, f"{where} names no absolute path: {root!r}")
+    if moved is not None:
+        # Another machine's project (§12): its slug as here, whether or not it is checked
+        # out here too (then, up to its work tree, as `here` maps it).
+        root = moved(root)
+        if not os.path.isdir(root):
+            return Mapping(folder, root, slugs.claude_slug(root), f"from {where}, elsewhere")
     try:
         is_dir = os.path.isdir(root)
     except ValueError:

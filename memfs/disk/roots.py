@@ -26,7 +26,9 @@ def list_roots(config: Config) -> Listing:
         if not source.projects:
             continue  # user-level memory only: global/ (§4.1)
         if source.mapped:
-            found += [(i, m.folder, m.slug) for m in gemini.read_map(source.gemini_dir) if m.slug]
+            moved = config.moved(source)
+            mapped = gemini.read_map(source.gemini_dir, moved=moved)
+            found += [(i, m.folder, m.slug) for m in mapped if m.slug]
         else:
             found += [(i, name, None) for name in sources.list_slug_folders(source.root)]
     return found

@@ -85,6 +85,11 @@ RULES: tuple[Rule, ...] = (
     _rule("syncthing-marker", NO, r"\.stfolder", A, f"{TOOL_FILE}: Syncthing folder marker"),
     _rule("syncthing-versions", NO, r"\.stversions", A, f"{TOOL_FILE}: Syncthing versions"),
     _rule("syncthing-ignore", NO, r"\.stignore", F, f"{TOOL_FILE}: Syncthing ignore list"),
+    # What `memfs sync init` publishes beside each shared folder's memory: the machine's home
+    # and hostname, for the other machines to map its slugs (§12; disk/machines.py).
+    _rule(
+        "memfs-machine", NO, r"\.memfs-machine\.json", F, f"{TOOL_FILE}: memfs sync's machine file"
+    ),
     # rsync: mkstemp's `.<name>.XXXXXX` (six letters or digits) next to the target (rsync
     # through the mount writes it), and the folder --delay-updates collects files in.
     _rule("rsync-tmp", OK, r"\..+\.[A-Za-z0-9]{6}", F, f"{IN_FLIGHT}: rsync temp file"),

@@ -98,6 +98,35 @@ def canonical_slug(folder_name: str) -> str:
     return head or "-"
 
 
+def rehome(slug: str, their_home: str, our_home: str) -> str:
+    """The slug another machine's folder ``slug`` has on this one (§12): a project is the
+    same project on two machines when its path below the home folder is the same, so the
+    other home's slug prefix is swapped for ours; a path outside their home keeps its slug
+    (it maps only when equal).
+
+    Slugs are lossy ('/' and '.' both become '-'), so a folder that merely begins like the
+    other home's slug (``-home-al-x`` for ``/home/al.x``) is taken as inside it, as Claude
+    Code itself would conflate the two paths.
+    """
+    theirs, ours = claude_slug(their_home.rstrip("/")), claude_slug(our_home.rstrip("/"))
+    if theirs in ("", "-") or theirs == ours:
+        return slug
+    if slug == theirs:
+        return ours
+    if slug.startswith(theirs + "-"):
+        return ours + slug[len(theirs) :]
+    return slug
+
+
+def rehome_path(path: str, their_home: str, our_home: str) -> str:
+    """``path`` on another machine as this machine names it (§12): below their home, below
+    ours; anything else as it is (a path outside the home maps only when equal)."""
+    theirs, ours = their_home.rstrip("/") or "/", our_home.rstrip("/") or "/"
+    if theirs == "/" or not (path == theirs or path.startswith(theirs + "/")):
+        return path
+    return ours + path[len(theirs) :]
+
+
 def _read_small(path: Path) -> str | None:
     """The text of a small regular file, or None if it is anything else."""
     # O_NONBLOCK: a FIFO planted as `.git` must not hang the caller; fstat

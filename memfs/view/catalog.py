@@ -104,7 +104,8 @@ class Catalog:
         if not sources.valid_name(name) or not names.project_folder(name):
             return None
         is_mapped = self.config.sources[source].mapped
-        canonical = mapped if is_mapped else self._slug_of(name)
+        # A mapped folder's slug comes mapped to this machine already (`Config.moved`).
+        canonical = mapped if is_mapped else self._slug_of(source, name)
         if canonical is None or not canonical.startswith("-"):
             # Slugs encode absolute paths, so they begin with '-'; anything else in a
             # source's root is not a project (and must never shadow `here`).
@@ -117,6 +118,14 @@ class Catalog:
         assert self._slugs is not None
         self._slugs.setdefault(canonical, set()).add((source, name))
         return canonical
+
+    def _rehomed(self, source: int, slug: str) -> str:
+        """``slug`` as this machine names it: another machine's folder (§12) maps through
+        the two homes (`slugs.rehome`); this machine's stays as it is."""
+        theirs = self.config.sources[source].their_home
+        if not theirs:
+            return slug
+        return slugs.rehome(slug, theirs, str(self.config.home))
 
     def slugs(self) -> list[str]:
         return list(self._listing().keys())
@@ -202,15 +211,25 @@ class Catalog:
 
     def _origin(self, source: int, name: str) -> Origin:
         spec = self.config.sources[source]
-        moved = not spec.mapped and slugs.canonical_slug(name) in self._moved
+        moved = not spec.mapped and self._named(source, name) in self._moved
         return Origin(source, spec.root, (name, *spec.tail), moved=moved)
 
     # --- moved projects (§4.2) ------------------------------------------------------
 
-    def _slug_of(self, name: str) -> str:
-        """The project a slug folder's ``name`` is listed under: its canonical slug, or
-        where that slug's project moved to."""
-        return moves.final_slug(self._moved, slugs.canonical_slug(name))
+    def _named(self, source: int, name: str) -> str:
+        """The canonical slug a slug folder's ``name`` in ``source`` stands for on this
+        machine (another machine's mapped through the homes, `_rehomed`)."""
+        return self._rehomed(source, slugs.canonical_slug(name))
+
+    def named(self, origin: Origin) -> str:
+        """The slug ``origin``'s folder is named for (before any move is followed)."""
+        return self._named(origin.source, origin.parts[0])
+
+    def _slug_of(self, source: int, name: str, moved: dict[str, str] | None = None) -> str:
+        """The project a slug folder ``name`` of ``source`` is listed under: the slug it
+        names, or where that slug's project moved to (``moved``: the moves followed, by
+        default those followed now)."""
+        return moves.final_slug(self._moved if moved is None else moved, self._named(source, name))
 
     def follow(self, old: str, new: str, old_path: str) -> list[str]:
         """Show slug ``old``'s folders (every source's) in project ``new`` from now on: its
@@ -244,7 +263,7 @@ class Catalog:
             (source, name)
             for source, name in listed
             if not self.config.sources[source].mapped
-            and moves.final_slug(moved, slugs.canonical_slug(name)) != self._slug_of(name)
+            and self._slug_of(source, name, moved) != self._slug_of(source, name)
         )
         touched: set[str | None] = set()
         for source, name in changing:
@@ -293,7 +312,7 @@ class Catalog:
             if canonical is None:
                 return None
         else:
-            canonical = self._slug_of(name)
+            canonical = self._slug_of(source, name)
         folders = self._slugs.get(canonical)
         if folders is None:
             return None
@@ -380,7 +399,8 @@ class Catalog:
                 # every folder of a moved project is listed under where it moved to
                 assert slug not in self._moved, slug
                 for source, name in held:
-                    assert self.config.sources[source].mapped or self._slug_of(name) == slug
+                    mapped = self.config.sources[source].mapped
+                    assert mapped or self._slug_of(source, name) == slug
         assert set(self._moved) <= set(self._moved_paths)
         for slug, project in self._projects.items():
             assert project.slug == slug
