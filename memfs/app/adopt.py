@@ -241,7 +241,7 @@ def format_list(made: AdoptionList, config_arg: Path | None = None) -> str:
         return f"{made.slug}: nothing to adopt: no other source has a folder for this project"
     minutes = LIST_TTL_NS // 60_000_000_000
     lines = [
-        f"{made.slug}: {len(made.candidates)} folder(s) to adopt into own source "
+        f"{made.slug}: {_counted(made.candidates)} to adopt into own source "
         f"{made.own!r}; list {made.list_id}, valid {minutes} minutes"
     ]
     extra = f" --config {shlex.quote(str(config_arg.absolute()))}" if config_arg else ""
@@ -253,6 +253,15 @@ def format_list(made: AdoptionList, config_arg: Path | None = None) -> str:
             f"memfs adopt take {made.list_id} {i} {short}{extra}"
         )
     return "\n".join(lines)
+
+
+def _counted(candidates: Sequence[Candidate]) -> str:
+    """``2 folder(s)``, ``1 move(s)``, or both: a move (moved.py) is all of an old slug's
+    folders, as one entry."""
+    moves = sum(1 for c in candidates if c.old_slug)
+    folders = len(candidates) - moves
+    parts = [f"{folders} folder(s)"] if folders else []
+    return " and ".join([*parts, f"{moves} move(s)"] if moves else parts)
 
 
 def load_list(config: cfg.Config, list_id: str, *, clock: Clock = time.time_ns) -> AdoptionList:
