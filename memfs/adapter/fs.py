@@ -43,6 +43,7 @@ from memfs.adapter.inodes import (
 )
 from memfs.adapter.kernel import Kernel, Publisher, ReadOpens
 from memfs.adapter.loading import Projects
+from memfs.adapter.moves import Moves
 from memfs.adapter.renderings import Renderings, read_body
 from memfs.adapter.stages import Stages
 from memfs.adapter.userlevel import GlobalFolder
@@ -122,7 +123,9 @@ class MemFS(control.RootXattrs, pyfuse3.Operations):
             config, self.catalog, self.files, self.renderings.size, os.getuid(), os.getgid(),
             self.kernel.holds_other,
         )  # fmt: skip
-        self.here = Here(self.mountpoint)
+        self.moves = Moves(self.catalog, config.state_dir, self.projects.listed)
+        self.here = Here(self.mountpoint, self.moves)
+        self.projects.moves = self.moves
         self.global_folder = GlobalFolder(
             config, self.catalog, self.shown, self.projects.get, self.mountpoint
         )
@@ -148,6 +151,7 @@ class MemFS(control.RootXattrs, pyfuse3.Operations):
         """mount.py's watcher (adapter tests may run without one): it loads projects off this
         thread, and renders their PREAMBLE.md and MEMORY.md there before publishing."""
         self.projects.watcher, watcher.warm = watcher, self.renderings.warm
+        self.moves.changed = watcher.refollow
         self.publisher.read_ahead = watcher.ahead.soon
 
     def _check(self) -> None:

@@ -3,7 +3,9 @@
 Layer adapter (trio; pyfuse3 for its errno): the caller's working folder from /proc, up to
 its git work tree, a linked worktree mapped to its main checkout (slug.py). The walk up reads
 the disk, so it runs in a worker thread; answers are kept two seconds per folder, since a
-`git init` or a new worktree changes them.
+`git init` or a new worktree changes them. Each fresh answer also asks whether the root
+moved here from elsewhere (moves.py, §4.2), so the first look from a moved folder already
+shows its memory.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import pyfuse3
 
 from memfs.adapter import workers
 from memfs.adapter.inodes import GLOBAL, HERE
+from memfs.adapter.moves import Moves
 from memfs.disk import procs
 from memfs.rules import slug as slugs
 from memfs.view import userlevel
@@ -26,8 +29,9 @@ KEEP_AT_MOST = 1024
 
 
 class Here:
-    def __init__(self, mountpoint: Path) -> None:
+    def __init__(self, mountpoint: Path, moves: Moves | None = None) -> None:
         self.mount = str(mountpoint)
+        self.moves = moves
         self._cache: dict[str, tuple[float, str]] = {}  # cwd -> (expiry, slug)
 
     async def link(self, pid: int) -> bytes:
@@ -58,7 +62,11 @@ class Here:
         cached = self._cache.get(cwd)
         if cached is not None and cached[0] > now:
             return cached[1]
-        found = await workers.run(slugs.project_slug, cwd)
+        root = str(await workers.run(slugs.project_root, cwd))
+        # canonical_slug also folds a folder under `.claude/worktrees/` (slug.project_slug)
+        found = slugs.canonical_slug(slugs.claude_slug(root))
+        if self.moves is not None:
+            await self.moves.resolved(root, found)
         if len(self._cache) >= KEEP_AT_MOST:
             self._cache.clear()
         self._cache[cwd] = (now + KEEP_SECONDS, found)

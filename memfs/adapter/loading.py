@@ -15,9 +15,10 @@ import pyfuse3
 
 from memfs.adapter import workers
 from memfs.adapter.inodes import Key
+from memfs.adapter.moves import Moves
 from memfs.adapter.watch import Watcher
 from memfs.disk import roots, sources, state
-from memfs.view.catalog import Catalog
+from memfs.view.catalog import Catalog, is_project_name
 from memfs.view.project import Origin, Project
 
 
@@ -27,6 +28,7 @@ class Projects:
     def __init__(self, catalog: Catalog) -> None:
         self.catalog = catalog
         self.watcher: Watcher | None = None  # set by mount.py
+        self.moves: Moves | None = None  # moved projects followed (fs.py)
 
     async def listed(self) -> None:
         """Every source root listed (the root's entries), off this thread."""
@@ -56,6 +58,10 @@ class Projects:
             project = self.catalog.loaded().get(slug) or self.catalog.adopt(
                 self.catalog.build(slug, saved, scans)
             )
+        # Asked for by name and held by no source: it may be a moved project (§4.2)
+        unheld = project is None and not self.catalog.has(slug) and is_project_name(slug)
+        if unheld and self.moves is not None and await self.moves.asked(slug):
+            return await self.get(slug)
         if project is None:
             project = self.catalog.empty(slug)
         if project is None:

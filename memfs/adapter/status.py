@@ -17,6 +17,7 @@ from typing import Any, Protocol
 from memfs.adapter.inodes import Inodes
 from memfs.adapter.kernel import Kernel
 from memfs.adapter.loading import Projects
+from memfs.adapter.moves import Moves
 from memfs.adapter.stages import Stages
 from memfs.adapter.writing import OpenFiles
 from memfs.disk.config import Config
@@ -78,6 +79,7 @@ class Reporting(Protocol):
     files: OpenFiles
     stages: Stages
     projects: Projects
+    moves: Moves
 
 
 def report(ops: Reporting) -> dict[str, Any]:
@@ -162,6 +164,8 @@ def _report(ops: Reporting) -> dict[str, Any]:
             for slug, p in sorted(projects.items())
             if (o := p.documents.memory_over_limit()) is not None
         ],
+        # Moved projects whose memory shows under their new path (§4.2)
+        "moves": ops.moves.report(),
         "stale_own_heads": [
             {"project": slug, "path": path, "newer": newer}
             for slug, p in sorted(projects.items())

@@ -671,6 +671,13 @@ class Watcher:
             for wd, mask, name in replay:
                 self._handle(wd, mask, name, work, touched)
 
+    def refollow(self, slugs: list[str]) -> None:
+        """Folders changed project outside any event (a move followed, adapter/moves.py)."""
+        work = _Work()
+        for slug in slugs:
+            self._slug_changed(slug, work)  # told, and a loaded project reads its new folders
+        self._send.send_nowait(work)
+
     def _overflow(self, work: _Work) -> None:
         self.overflows += 1
         log.warning("inotify queue overflowed; rescanning the loaded projects")

@@ -105,6 +105,9 @@ class Candidate:
     size: int
     digest: str  # full sha256, hex
     label: str  # source name, with "#n" when the source brings several folders
+    # A moved project's memory (moved.py, §4.2): every folder of the old slug, as one
+    old_slug: str = ""
+    old_path: str = ""
 
 
 @dataclass(frozen=True)
@@ -181,17 +184,27 @@ def snapshot(root: Path, parts: Sequence[str], max_bytes: int) -> Snapshot | Non
 # --- the list -----------------------------------------------------------------------------
 
 
-def make_list(config: cfg.Config, slug: str, *, clock: Clock = time.time_ns) -> AdoptionList:
-    """Offer every other source's folder of project ``slug``; store the offer when not empty.
+def make_list(
+    config: cfg.Config, slug: str, *, clock: Clock = time.time_ns, root: Path | None = None
+) -> AdoptionList:
+    """Offer every other source's folder of project ``slug``, and each move into it (its
+    folder ``root``: moved.py); store the offer when not empty.
 
     Raises:
-        AdoptError: no own source, or no source has the project.
+        AdoptError: no own source, or no source has the project nor any move into it.
     """
+    from memfs.app import moved  # it builds on this module
+
     own = _own_source(config)
     project = offline.load_project(config, slug)
-    if project is None:
+    moves = moved.candidates(config, slug, root)
+    if project is None and not moves:
         raise AdoptError(f"no source has project {slug}; check 'memfs sources' and the PATH given")
-    origins = [o for o in project.origins if not config.sources[o.source].own and not o.kept]
+    origins = [
+        o
+        for o in (project.origins if project is not None else [])
+        if not config.sources[o.source].own and not o.kept and not o.moved
+    ]
     per_source: dict[int, int] = {}
     for o in origins:
         per_source[o.source] = per_source.get(o.source, 0) + 1
@@ -207,6 +220,7 @@ def make_list(config: cfg.Config, slug: str, *, clock: Clock = time.time_ns) -> 
         found.append(
             Candidate(spec.name, o.root, o.parts, len(snap.files), snap.size, snap.digest, label)
         )
+    found += moves
     now = clock()
     if not found:
         return AdoptionList("", slug, own.name, now, ())
@@ -227,7 +241,7 @@ def format_list(made: AdoptionList, config_arg: Path | None = None) -> str:
         return f"{made.slug}: nothing to adopt: no other source has a folder for this project"
     minutes = LIST_TTL_NS // 60_000_000_000
     lines = [
-        f"{made.slug}: {len(made.candidates)} folder(s) to adopt into own source "
+        f"{made.slug}: {_counted(made.candidates)} to adopt into own source "
         f"{made.own!r}; list {made.list_id}, valid {minutes} minutes"
     ]
     extra = f" --config {shlex.quote(str(config_arg.absolute()))}" if config_arg else ""
@@ -239,6 +253,15 @@ def format_list(made: AdoptionList, config_arg: Path | None = None) -> str:
             f"memfs adopt take {made.list_id} {i} {short}{extra}"
         )
     return "\n".join(lines)
+
+
+def _counted(candidates: Sequence[Candidate]) -> str:
+    """``2 folder(s)``, ``1 move(s)``, or both: a move (moved.py) is all of an old slug's
+    folders, as one entry."""
+    moves = sum(1 for c in candidates if c.old_slug)
+    folders = len(candidates) - moves
+    parts = [f"{folders} folder(s)"] if folders else []
+    return " and ".join([*parts, f"{moves} move(s)"] if moves else parts)
 
 
 def load_list(config: cfg.Config, list_id: str, *, clock: Clock = time.time_ns) -> AdoptionList:
@@ -287,6 +310,8 @@ def _encode(made: AdoptionList) -> bytes:
                 "size": c.size,
                 "sha256": c.digest,
                 "label": c.label,
+                "old_slug": c.old_slug,
+                "old_path": c.old_path,
             }
             for c in made.candidates
         ],
@@ -315,6 +340,8 @@ def _decode(list_id: str, raw: bytes) -> AdoptionList:
                 _int(c["size"]),
                 digest,
                 _str(c["label"]),
+                _str(c.get("old_slug", "")),
+                _str(c.get("old_path", "")),
             )
         )
     return AdoptionList(
@@ -389,6 +416,11 @@ def take(
             f"copy the hash from that folder's line, or run 'memfs adopt list' again"
         )
     own = _own_source(config)
+    if chosen.old_slug:
+        from memfs.app import moved  # it builds on this module
+
+        _ensure_root(own)
+        return moved.take(config, made, chosen)
     spec = next((s for s in config.sources if s.name == chosen.source), None)
     if spec is None or spec.own or spec.root != chosen.root:
         raise AdoptError(

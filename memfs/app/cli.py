@@ -385,6 +385,10 @@ def format_status(status: Mapping[str, Any]) -> list[str]:
             ),
             n_over,
         )
+    followed = status.get("moves") or []
+    if followed:
+        lines.append(f"moved projects followed: {len(followed)}")
+        lines += [f"  {m['old_path']} ({m['from']}) -> {m['to']}" for m in followed]
     stale = status.get("stale_own_heads") or []
     if stale:
         n_stale = status.get("stale_own_heads_count", len(stale))
@@ -541,7 +545,10 @@ def cmd_adopt(args: argparse.Namespace, env: Mapping[str, str]) -> int:
 
     cfg = _load(args, env)
     if args.action == "list":
-        made = adopt.make_list(cfg, slug.project_slug(args.path or os.getcwd()))
+        from memfs.app import moved
+
+        root = slug.project_root(args.path or os.getcwd())
+        made = adopt.make_list(cfg, moved.look(cfg, root), root=root)
         print(adopt.format_list(made, args.config))
     else:
         print(adopt.take(cfg, args.list_id, args.index, args.hash).summary())

@@ -387,6 +387,7 @@ async def _serve(ops: MemFS, mountpoint: Path) -> None:
     watcher = Watcher(ops.catalog, ops.publisher)
     watcher.turns.tune()
     ops.attach(watcher)
+    await ops.moves.load()  # the moves followed before (§4.2), before the first request
     keeper = Keeper(ops.config, ops.stats)
     # Other machines' folders, served and kept as they arrive (§12).
     machine_watch = MachineWatch(watcher, keeper)
@@ -397,6 +398,7 @@ async def _serve(ops: MemFS, mountpoint: Path) -> None:
             nursery.start_soon(machine_watch.run)
             nursery.start_soon(_signals, nursery.cancel_scope)
             nursery.start_soon(_ready_then_keep, ops, mountpoint, keeper)
+            nursery.start_soon(ops.moves.learn, ops.config)  # roots for moves later (§4.2)
             await pyfuse3.main()
             nursery.cancel_scope.cancel()
     finally:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 
-from memfs.disk import roots, sources, state
+from memfs.disk import moves, roots, sources, state
 from memfs.disk.config import Config
 from memfs.view.catalog import Catalog
 from memfs.view.project import Origin, Project
@@ -23,6 +23,8 @@ from memfs.view.project import Origin, Project
 def listed(config: Config) -> Catalog:
     """A catalog of every project the sources' roots hold now."""
     catalog = Catalog(config, read_body=sources.read_file)
+    for move in moves.followed_now(config.state_dir):  # moved projects (§4.2), as mounted
+        catalog.follow(move.old_slug, move.new_slug, move.old_path)
     catalog.set_listing(roots.list_roots(config))
     return catalog
 

@@ -146,6 +146,13 @@ class Store:
             with self._db:  # commits the block's transaction, or rolls it back
                 yield self._db
 
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One transaction on the connection, for a module that keeps its own tables here
+        (disk/moves.py: the project roots memfs saw, the moves it follows)."""
+        with self._connected() as db:
+            yield db
+
     def _identity(self) -> tuple[int, int] | None:
         try:
             st = os.stat(self.path)

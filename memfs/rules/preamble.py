@@ -113,6 +113,7 @@ class PreambleInput:
         more: how many further files exist beyond `rest`.
         heading: what the frame's heading calls it: a project's memory, or (in global/)
             a tool's user-level memory.
+        moved_from: the paths the project was moved from, whose memory it shows (§4.2).
     """
 
     project: str
@@ -123,6 +124,7 @@ class PreambleInput:
     rest: Sequence[IndexEntry]
     more: int
     heading: str = "Project memory"
+    moved_from: Sequence[str] = ()
 
 
 # --- PREAMBLE-<N>.md (§6) ------------------------------------------------------
@@ -567,11 +569,18 @@ def _not_text_entry(doc: Doc) -> IndexEntry:
 
 
 def _frame(inp: PreambleInput) -> bytes:
+    # An agent in a moved folder must know the memory below was written at another path:
+    # paths it names may be the old ones.
+    moved = b"".join(
+        b"The project was moved from %s: its memory there is shown here.\n" % _text(p)
+        for p in inp.moved_from
+    )
     return (
         b"# %s: %s\n\n"
         b"Background from earlier sessions, not a live conversation.\n"
+        b"%s"
         b"Files: %s (read them there for anything cut or left out below)\n"
-    ) % (_text(inp.heading), _text(inp.project), _text(inp.files_at))
+    ) % (_text(inp.heading), _text(inp.project), moved, _text(inp.files_at))
 
 
 def _pieces(inp: PreambleInput) -> list[_Piece]:

@@ -26,7 +26,7 @@ from sortedcontainers import SortedDict
 from memfs.disk import baselines, sources, staging, state
 from memfs.disk.config import Config
 from memfs.disk.roots import Listing
-from memfs.rules import names
+from memfs.rules import moves, names
 from memfs.rules import slug as slugs
 from memfs.view import userlevel
 from memfs.view.documents import BodyReader
@@ -63,6 +63,10 @@ class Catalog:
         self._early: list[tuple[bool, int, str, str | None]] = []
         # A mapped (Gemini CLI) source's folders: source -> folder name -> its slug
         self._mapped: dict[int, dict[str, str]] = {}
+        # The moves followed (§4.2): old canonical slug -> the slug it moved to, and its
+        # old path. Every folder of the old slug is listed under the end of its chain.
+        self._moved: dict[str, str] = {}
+        self._moved_paths: dict[str, str] = {}
         # global/<kind> -> its origins (§4.1): fixed by the config, listed or not
         self._global = {
             userlevel.slug_of(k): userlevel.origins(config, userlevel.slug_of(k))
@@ -101,7 +105,7 @@ class Catalog:
             return None
         is_mapped = self.config.sources[source].mapped
         # A mapped folder's slug comes mapped to this machine already (`Config.moved`).
-        canonical = mapped if is_mapped else self._rehomed(source, slugs.canonical_slug(name))
+        canonical = mapped if is_mapped else self._slug_of(source, name)
         if canonical is None or not canonical.startswith("-"):
             # Slugs encode absolute paths, so they begin with '-'; anything else in a
             # source's root is not a project (and must never shadow `here`).
@@ -189,6 +193,7 @@ class Catalog:
     def adopt(self, project: Project) -> Project:
         """Publish a built project; an empty view of the same slug is superseded by it."""
         self._empty.pop(project.slug, None)
+        project.set_moved_from(self.moved_from(project.slug))
         self._projects[project.slug] = project
         return project
 
@@ -206,7 +211,77 @@ class Catalog:
 
     def _origin(self, source: int, name: str) -> Origin:
         spec = self.config.sources[source]
-        return Origin(source, spec.root, (name, *spec.tail))
+        moved = not spec.mapped and self._named(source, name) in self._moved
+        return Origin(source, spec.root, (name, *spec.tail), moved=moved)
+
+    # --- moved projects (§4.2) ------------------------------------------------------
+
+    def _named(self, source: int, name: str) -> str:
+        """The canonical slug a slug folder's ``name`` in ``source`` stands for on this
+        machine (another machine's mapped through the homes, `_rehomed`)."""
+        return self._rehomed(source, slugs.canonical_slug(name))
+
+    def named(self, origin: Origin) -> str:
+        """The slug ``origin``'s folder is named for (before any move is followed)."""
+        return self._named(origin.source, origin.parts[0])
+
+    def _slug_of(self, source: int, name: str, moved: dict[str, str] | None = None) -> str:
+        """The project a slug folder ``name`` of ``source`` is listed under: the slug it
+        names, or where that slug's project moved to (``moved``: the moves followed, by
+        default those followed now)."""
+        return moves.final_slug(self._moved if moved is None else moved, self._named(source, name))
+
+    def follow(self, old: str, new: str, old_path: str) -> list[str]:
+        """Show slug ``old``'s folders (every source's) in project ``new`` from now on: its
+        project moved from ``old_path`` (disk/moves.py decided so). A project moved back
+        where it was (``new`` had moved away) no longer follows its move away. Memory only;
+        returns the slugs whose folders changed, sorted. Before the listing, it is taken in
+        with the listing."""
+        if old == new or self._moved.get(old) == new:
+            return []
+        moved = {o: n for o, n in self._moved.items() if o != new}
+        moved[old] = new
+        self._moved_paths.pop(new, None)
+        self._moved_paths[old] = old_path
+        # An empty view of the new slug is let go rather than given the old folders
+        # unread: the next request then loads the project whole (its folders scanned),
+        # instead of seeing it empty until the watcher has read them.
+        self._empty.pop(new, None)
+        touched = self._relist(moved) | {new}
+        for slug in touched:
+            project = self._projects.get(slug)
+            if project is not None:
+                project.set_moved_from(self.moved_from(slug))
+        return sorted(touched)
+
+    def _relist(self, moved: dict[str, str]) -> set[str]:
+        """Take ``moved`` as the moves followed: each slug folder whose project changes
+        leaves the old one and joins the new (O(folders listed), only when a move is
+        followed). Returns the slugs whose folders changed."""
+        listed = [] if self._slugs is None else [p for fs in self._slugs.values() for p in fs]
+        changing = sorted(
+            (source, name)
+            for source, name in listed
+            if not self.config.sources[source].mapped
+            and self._slug_of(source, name, moved) != self._slug_of(source, name)
+        )
+        touched: set[str | None] = set()
+        for source, name in changing:
+            touched.add(self.folder_removed(source, name))
+        self._moved = moved
+        for source, name in changing:
+            touched.add(self.folder_added(source, name))
+        return {s for s in touched if s is not None}
+
+    def moved_from(self, slug: str) -> tuple[str, ...]:
+        """The old paths whose memory ``slug`` shows, nearest move first."""
+        return tuple(self._moved_paths[old] for old in moves.moved_into(self._moved, slug))
+
+    def moves(self) -> dict[str, tuple[str, str]]:
+        """old slug -> (the slug it shows under, its old path), for every move followed."""
+        return {
+            old: (moves.final_slug(self._moved, old), self._moved_paths[old]) for old in self._moved
+        }
 
     def folder_added(self, source: int, name: str, mapped: str | None = None) -> str | None:
         """A slug folder appeared in a source's root (a mapped source's folder: with the
@@ -220,6 +295,7 @@ class Catalog:
         empty = self._empty.pop(canonical, None)
         if empty is not None:
             self._projects[canonical] = empty  # the same object: handles and inodes stay
+            empty.set_moved_from(self.moved_from(canonical))
         if canonical in self._projects:
             # Registered empty; the watcher scans it (off the request thread) and watches it.
             self._projects[canonical].add_origin(self._origin(source, name), sources.Scan())
@@ -236,7 +312,7 @@ class Catalog:
             if canonical is None:
                 return None
         else:
-            canonical = self._rehomed(source, slugs.canonical_slug(name))
+            canonical = self._slug_of(source, name)
         folders = self._slugs.get(canonical)
         if folders is None:
             return None
@@ -319,6 +395,13 @@ class Catalog:
             for (source, name), slug in listed.items():
                 if self.config.sources[source].mapped:
                     assert self._mapped[source][name] == slug, (source, name)
+            for slug, held in self._slugs.items():
+                # every folder of a moved project is listed under where it moved to
+                assert slug not in self._moved, slug
+                for source, name in held:
+                    mapped = self.config.sources[source].mapped
+                    assert mapped or self._slug_of(source, name) == slug
+        assert set(self._moved) <= set(self._moved_paths)
         for slug, project in self._projects.items():
             assert project.slug == slug
             project._check()

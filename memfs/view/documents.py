@@ -188,7 +188,7 @@ class Documents:
         texts = []
         for n, v in enumerate(versions):
             text = self._read_or_empty(project, v).decode("utf-8", "surrogateescape")
-            if n or project.origins[v.origin].source != own:
+            if n or not project.origins[v.origin].writable(own):
                 text = index.without_lines(text, hidden)
             texts.append(text)
         return index.union_index(texts[0], texts[1:]).encode("utf-8", "surrogateescape")
@@ -200,7 +200,8 @@ class Documents:
         project = self._project
         leaf = project.tree.leaf(path)
         own = project.config.own_index
-        versions = [v for v in project.versions(path) if project.origins[v.origin].source != own]
+        origins = project.origins
+        versions = [v for v in project.versions(path) if not origins[v.origin].writable(own)]
         if leaf is not None:
             versions += [v for v in leaf.others if v.path != path]  # conflict copies
         return [
@@ -307,6 +308,7 @@ class Documents:
             rest=rest,
             more=max(0, eligible - len(newest) - len(rest)),
             heading="Project memory" if kind_of(project.slug) is None else "User-level memory",
+            moved_from=project.moved_from,
         )
         data = preamble.render(inp, budget=budget, file_cap=settings.file_cap)
         return data, due.ns
@@ -496,7 +498,7 @@ def _body_read(project: Project, v: Version, limit: int) -> BodyRead:
 
 def _real_folder(project: Project) -> str:
     own = project.config.own_index
-    folders = [o.folder for o in project.origins if o.source == own] or [
+    folders = [o.folder for o in project.origins if o.writable(own)] or [
         o.folder for o in project.origins
     ]
     return str(folders[0]) if folders else project.slug

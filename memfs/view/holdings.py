@@ -279,7 +279,12 @@ class Holdings:
             self._logged = {e for e in self._logged if not (e[0] == i and e[1] == path)}
 
     def _is_own(self, i: int) -> bool:
-        return self.origins[i].source == self.config.own_index
+        return self.origins[i].writable(self.config.own_index)
+
+    def is_own(self, i: int) -> bool:
+        """Whether origin ``i`` is the own source's folder of the project (not a moved
+        one's, §4.2)."""
+        return self._is_own(i)
 
     def _admits(self, i: int, rule: names.Rule | None) -> bool:
         """Whether origin ``i`` shows a file whose path ``rule`` matches (None: no rule).
@@ -381,7 +386,7 @@ class Holdings:
         found += [(i, DIR_WHITEOUT) for i in self._dirs.get(path, ())]
         added = []
         for origin, stamp in found:
-            if self.origins[origin].source != own:
+            if not self.origins[origin].writable(own):
                 key = (path, self._source_name(origin), stamp)
                 if key not in self._whiteouts:
                     added.append(key)
@@ -457,7 +462,8 @@ class Holdings:
         attributes are looked for: the own source's first, then by origin (memory only; the
         caller stats them, `sources.stat_first_folder`, in a worker while serving)."""
         own = self.config.own_index
-        holders = sorted(self._dirs.get(path, ()), key=lambda i: (self.origins[i].source != own, i))
+        origins = self.origins
+        holders = sorted(self._dirs.get(path, ()), key=lambda i: (not origins[i].writable(own), i))
         return [self.origins[i] for i in holders]
 
     def dir_holders(self, path: str) -> set[int]:

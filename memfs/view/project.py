@@ -79,6 +79,15 @@ class Project(Holdings):
         # MEMORY.md's union, PREAMBLE.md and the bodies they read (holds this weakly)
         self.documents = Documents(self)
         self.tree.add(PREAMBLE, Leaf(Kind.PREAMBLE))
+        # The paths this project's memory moved from, oldest last (§4.2): PREAMBLE.md's
+        # frame names them. Set by the catalog, which knows the moves it follows.
+        self.moved_from: tuple[str, ...] = ()
+
+    def set_moved_from(self, paths: tuple[str, ...]) -> None:
+        """The project follows moves from ``paths`` now (catalog.py)."""
+        if paths != self.moved_from:
+            self.moved_from = paths
+            self._changed()
 
     # --- what Holdings asks of the view (besides `_refresh`, below) -----------------
 
@@ -180,8 +189,8 @@ class Project(Holdings):
         own = self.config.own_index
 
         def rank(v: Version) -> tuple[bool, int, int, int]:
-            source = self.origins[v.origin].source
-            return (source != own, -v.mtime_ns, source, v.origin)
+            origin = self.origins[v.origin]
+            return (not origin.writable(own), -v.mtime_ns, origin.source, v.origin)
 
         return min(versions, key=rank)
 
@@ -194,7 +203,7 @@ class Project(Holdings):
         # its owner may not read (chmod 000) is shown as the own file it is, so that
         # reading it is refused (EACCES) as any such file's is, not answered with a union
         # that silently lacks every own line (§5.2).
-        own = self.origins[head.origin].source == self.config.own_index
+        own = self.origins[head.origin].writable(self.config.own_index)
         if (
             self.is_index(path)
             and not (own and not head.mode & stat.S_IRUSR)
@@ -295,12 +304,12 @@ class Project(Holdings):
         O(versions of the path).
         """
         own = self.config.own_index
-        if own is None or self.origins[head.origin].source != own or self.is_index(head.path):
+        if own is None or not self.origins[head.origin].writable(own) or self.is_index(head.path):
             return None, FOREVER_NS  # MEMORY.md shows the union, never the own head alone
         newer = [
             v
             for v in self._versions.get(head.path, ())
-            if self.origins[v.origin].source != own
+            if not self.origins[v.origin].writable(own)
             and v.mtime_ns > head.mtime_ns
             and self._eligible(v)
         ]

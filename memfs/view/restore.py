@@ -140,7 +140,7 @@ def _candidates(project: Project, path: str) -> list[_Candidate]:
     own = project.config.own_index
     found = []
     for v in project.versions(path):
-        mine = project.origins[v.origin].source == own
+        mine = project.origins[v.origin].writable(own)
         view = path if project.head(path) == v else project.history_view(v) or path
         found.append(_Candidate(v, view, mine, v.mtime_ns, (1 << 62, v.mtime_ns)))
     folder = f"{HISTORY}/{path}/"
@@ -149,7 +149,7 @@ def _candidates(project: Project, path: str) -> list[_Candidate]:
         parsed = history.parse(name)
         if "/" in name or parsed is None:
             continue
-        mine = project.origins[v.origin].source == own
+        mine = project.origins[v.origin].writable(own)
         kept = project.kept.of(path)
         kept_ns = next((k.kept_ns for k in kept if k.view == v.path), v.mtime_ns)
         found.append(_Candidate(v, v.path, mine, parsed[1] * SECOND_NS, (parsed[2], kept_ns)))

@@ -46,10 +46,19 @@ class Origin:
     # The state folder's mirror of a read-only source's folder, holding only the versions
     # a change on disk replaced (issue 37, catalog.kept_origin): no folder of the source.
     kept: bool = False
+    # A folder of the project's earlier path, followed since it moved (issue 38, §4.2):
+    # read-only here whatever its source, so the own account's old folder is never
+    # written, pruned or taken for the own version; writes land under the new slug.
+    moved: bool = False
 
     def admits(self, path: str) -> bool:
         """Whether ``path`` (in this folder) is memory of this origin."""
         return self.only is None or path.split("/", 1)[0] in self.only
+
+    def writable(self, own: int | None) -> bool:
+        """Whether this is the own source's folder of the project (own: the config's
+        `own_index`), where its writes land and its own versions are."""
+        return self.source == own and not self.moved
 
     @property
     def folder(self) -> Path:

@@ -193,7 +193,7 @@ def keep_for(
             (
                 v.size
                 for v in project.versions(path)
-                if project.origins[v.origin].source == config.own_index
+                if project.origins[v.origin].writable(config.own_index)
             ),
             0,
         )
@@ -210,7 +210,7 @@ def keep_for(
 def own_folder_of(config: Config, project: Project, v: Version) -> staging.Place | None:
     """The writable folder holding version ``v``, or None when a read-only source has it."""
     origin = project.origins[v.origin]
-    if origin.source != config.own_index:
+    if not origin.writable(config.own_index):
         return None
     folder, _ = parent_of(v.path)
     return staging.Place(origin.root, (*origin.parts, *sources.split(folder)))
@@ -558,7 +558,7 @@ class Planner:
         folder, name = parent_of(path)
         for i in sorted(project.dir_holders(path)):
             origin = project.origins[i]
-            if origin.source == self.config.own_index:
+            if origin.writable(self.config.own_index):
                 plan.steps.append(steps.RemoveDir(_place_in(origin, folder), name))
                 plan.dirs.append((i, path, False))
         self._hide(plan, path)
@@ -688,9 +688,9 @@ def folder_is_own_only(config: Config, project: Project, folder: str) -> bool:
     """
     own = config.own_index
     inside = project.versions_under(folder)
-    if any(project.origins[v.origin].source != own for v in inside):
+    if any(not project.origins[v.origin].writable(own) for v in inside):
         return False
     below = [p for p in project.folders() if p == folder or p.startswith(folder + "/")]
     return all(
-        project.origins[i].source == own for path in below for i in project.dir_holders(path)
+        project.origins[i].writable(own) for path in below for i in project.dir_holders(path)
     )
