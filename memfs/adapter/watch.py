@@ -362,29 +362,8 @@ class Watcher:
                 self.listener.root_changed(slug)
 
     def sources_added(self, first: int) -> None:
-        """Sources from ``first`` on were appended to the config while serving (another
-        machine's folders arrived, §12; adapter/machines.py): watch each root and take in
-        its projects, as for a root that appears after the mount. A loaded project that
-        gains a folder has it scanned and watched."""
-        added = range(first, len(self.catalog.config.sources))
-        specs = [self.catalog.config.sources[i] for i in added]
-        self.watches.roots = self.watches.roots | {s.root for s in specs if s.projects}
-        self._root_names = self._root_names | {p for s in specs for p in s.root.parts}
-        work = _Work()
-        for i, spec in zip(added, specs, strict=True):
-            if not spec.projects:
-                continue
-            if not self._watch_root(i):
-                continue  # it waits on its way, as any missing root
-            if spec.mapped:
-                work.remaps.add(i)  # its map, read in a worker
-                continue
-            for name in sources.list_slug_folders(spec.root):
-                slug = self.catalog.folder_added(i, name)
-                if slug is not None:
-                    self._slug_changed(slug, work)
-        if work:
-            self._send.send_nowait(work)
+        """Sources from ``first`` on were appended to the config while serving (`_added`)."""
+        _added(self, first)
 
     def _add(self, path: Path, mask: int, target: Target) -> bool:
         wd = self.watches.add(path, mask)
@@ -687,3 +666,29 @@ class Watcher:
 
     def close(self) -> None:
         self.inotify.close()
+
+
+def _added(watcher: Watcher, first: int) -> None:
+    """Sources from ``first`` on were appended to the config while serving (another
+    machine's folders arrived, §12; adapter/machines.py): watch each root and take in
+    its projects, as for a root that appears after the mount. A loaded project that
+    gains a folder has it scanned and watched."""
+    added = range(first, len(watcher.catalog.config.sources))
+    specs = [watcher.catalog.config.sources[i] for i in added]
+    watcher.watches.roots = watcher.watches.roots | {s.root for s in specs if s.projects}
+    watcher._root_names = watcher._root_names | {p for s in specs for p in s.root.parts}
+    work = _Work()
+    for i, spec in zip(added, specs, strict=True):
+        if not spec.projects:
+            continue
+        if not watcher._watch_root(i):
+            continue  # it waits on its way, as any missing root
+        if spec.mapped:
+            work.remaps.add(i)  # its map, read in a worker
+            continue
+        for name in sources.list_slug_folders(spec.root):
+            slug = watcher.catalog.folder_added(i, name)
+            if slug is not None:
+                watcher._slug_changed(slug, work)
+    if work:
+        watcher._send.send_nowait(work)
