@@ -1,14 +1,15 @@
-"""Mapped sources (Gemini CLI) for the watcher: which folders to watch so that a new id
-folder, a new marker or a new projects.json shows without a remount, and the map itself,
-read in a worker (§3, §5.4).
+"""Mapped sources (Gemini CLI, Kilo Code, goose) for the watcher: which folders to watch
+so that a new id folder, a new marker or manifest, or a project's new ``.goose/memory``
+shows without a remount, and the map itself, read in a worker (§3, §5.4).
 
 Layer adapter, plain (no pyfuse3, no trio). A mapped source's folders are named by ids that
-markers map to projects (disk/gemini.py). The watcher watches the source's root (ids
-appearing and going, as for any source), each ``tmp/<id>`` folder for its
-``.project_root``, and the Gemini folder for ``projects.json``; an event that may change
-the map has the whole map read again (`read`), a listing and a few small reads a folder.
-Each folder is watched before its marker is read, so a marker written after the read
-raises an event.
+markers map to projects (disk/gemini.py, kilo.py) or found in projects (goose.py). The
+watcher watches the source's root (ids appearing and going, as for any source) and each
+folder its kind names as it reads the map (`roots.read_map`'s ``before``: a ``tmp/<id>``
+for its ``.project_root``, the Gemini folder for ``projects.json``, a Kilo folder for its
+manifest, a project root for ``.goose``); an event that may change the map has the whole
+map read again (`read`), a listing and a few small reads a folder. Each folder is watched
+before it is read, so a marker written after the read raises an event.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from memfs.disk import gemini
+from memfs.disk import roots
 from memfs.disk.config import Config
 from memfs.disk.inotify import (
     IN_CLOSE_WRITE,
@@ -47,19 +48,18 @@ MASK = (
 
 @dataclass(frozen=True)
 class Role:
-    """A watched folder whose entries map a mapped source's folders to projects: a
-    ``tmp/<id>`` folder (its marker), or with ``folder`` None the Gemini folder
-    (projects.json, and the root ``tmp`` itself). Kept apart from the watcher's targets:
-    inotify gives a folder one watch, and the same folder may be a pending watch too."""
+    """A watched folder whose entries map a mapped source's folders to projects: Gemini
+    CLI's folder (projects.json, tmp) or a ``tmp/<id>`` (its marker), a Kilo folder (its
+    manifest), a project root or its ``.goose`` (goose's memory folder coming). Kept apart
+    from the watcher's targets: inotify gives a folder one watch, and the same folder may
+    be a pending watch too."""
 
     source: int
-    folder: str | None
+    names: frozenset[str]
 
     def asks(self, name: str) -> bool:
         """Whether an event of entry ``name`` may change the map."""
-        if self.folder is None:
-            return name in (gemini.REGISTRY, gemini.TMP)
-        return name == gemini.MARKER
+        return name in self.names
 
 
 @dataclass
@@ -70,6 +70,8 @@ class Read:
     mapping: dict[str, str]  # folder name -> slug, for the folders that map to a project
     root: int | None  # the source root's watch, once the root exists
     roles: list[tuple[int, Role]] = field(default_factory=list)
+    # folder name -> its real memory folder, for one reached through a link or in a project
+    reals: dict[str, Path] = field(default_factory=dict)
 
     def watches(self) -> list[int]:
         """Every watch the read added (their events may have come before it returned)."""
@@ -91,12 +93,12 @@ def _read_one(
     spec = config.sources[i]
     found = Read(i, {}, add(spec.root, root_mask))
 
-    def watch(folder: Path, role: Role) -> None:
+    def watch(folder: Path, names: frozenset[str]) -> None:
         wd = add(folder, MASK)
         if wd is not None:
-            found.roles.append((wd, role))
+            found.roles.append((wd, Role(i, names)))
 
-    watch(spec.gemini_dir, Role(i, None))
-    entries = gemini.read_map(spec.gemini_dir, lambda folder: watch(folder, Role(i, folder.name)))
+    entries = roots.read_map(config, i, watch)
     found.mapping = {m.folder: m.slug for m in entries if m.slug is not None}
+    found.reals = {m.folder: m.real for m in entries if m.slug is not None and m.real}
     return found

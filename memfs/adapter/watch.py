@@ -57,6 +57,7 @@ from memfs.adapter.watches import (
     Watches,
 )
 from memfs.disk import roots, sources, state
+from memfs.disk.config import GEMINI, GOOSE, KILO
 from memfs.disk.inotify import (
     IN_CREATE,
     IN_DELETE,
@@ -79,6 +80,8 @@ from memfs.view.project import Origin, Project
 
 log = logging.getLogger(__name__)
 
+# Mapped kinds whose root holds only project folders: any entry there may be a linked one.
+LINKED_ROOTS = frozenset({GEMINI, KILO})
 MARK_WAIT_S = 0.002  # how long a rename's events wait for memfs's mark (`read_events`)
 EVENTS_WAIT_S = 0.003  # how long new events wait for the worker calls in flight (same)
 
@@ -217,7 +220,7 @@ class Watcher:
             await self._once("", self._list)
 
     async def _list(self) -> None:
-        self.catalog.set_listing(await workers.run(roots.list_roots, self.catalog.config))
+        self.catalog.set_listing(*await workers.run(roots.list_folders, self.catalog.config))
 
     async def load(self, slug: str) -> Project | None:
         """The loaded project of ``slug``, built off the trio thread on first use; None
@@ -595,11 +598,19 @@ class Watcher:
                         )
 
     def _root_event(self, target: Root, mask: int, name: str, work: _Work) -> None:
+        config = self.catalog.config
+        if config.sources[target.source].kind in LINKED_ROOTS:
+            # Its root holds only project folders, a link among them (issue 38): any
+            # entry may be one, and its map says which project (the marker, the manifest).
+            work.remaps.add(target.source)
+            return
         if not mask & IN_ISDIR and not mask & (IN_DELETE | IN_MOVED_FROM):
             return
-        if self.catalog.config.sources[target.source].mapped:
+        if config.sources[target.source].mapped:
             work.remaps.add(target.source)  # which project it is, its marker says
             return
+        # A project came or went: goose's map looks in the roots memfs knows.
+        work.remaps |= {i for i, s in enumerate(config.sources) if s.kind == GOOSE}
         if mask & (IN_CREATE | IN_MOVED_TO):
             slug = self.catalog.folder_added(target.source, name)
         else:
@@ -641,7 +652,7 @@ class Watcher:
                 self._targets[read.root] = Root(read.source)
             self._mapped.update(read.roles)
             replay = [event for wd in read.watches() for event in self._stash.pop(wd, [])]
-            for slug in self.catalog.remap(read.source, read.mapping):
+            for slug in self.catalog.remap(read.source, read.mapping, read.reals):
                 self._slug_changed(slug, work, read.source)
             for wd, mask, name in replay:
                 self._handle(wd, mask, name, work, touched)

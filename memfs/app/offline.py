@@ -23,7 +23,7 @@ from memfs.view.project import Origin, Project
 def listed(config: Config) -> Catalog:
     """A catalog of every project the sources' roots hold now."""
     catalog = Catalog(config, read_body=sources.read_file)
-    catalog.set_listing(roots.list_roots(config))
+    catalog.set_listing(*roots.list_folders(config))
     return catalog
 
 

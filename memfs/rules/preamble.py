@@ -113,6 +113,8 @@ class PreambleInput:
         more: how many further files exist beyond `rest`.
         heading: what the frame's heading calls it: a project's memory, or (in global/)
             a tool's user-level memory.
+        lead: files a tool puts before everything else (Codex's memory_summary.md, which
+            it injects into every prompt), shown first, before the handoff.
     """
 
     project: str
@@ -123,6 +125,7 @@ class PreambleInput:
     rest: Sequence[IndexEntry]
     more: int
     heading: str = "Project memory"
+    lead: Sequence[Doc] = ()
 
 
 # --- PREAMBLE-<N>.md (§6) ------------------------------------------------------
@@ -578,6 +581,11 @@ def _pieces(inp: PreambleInput) -> list[_Piece]:
     """The content sections; a document that is not text goes to the index instead."""
     pieces = []
     listed: list[IndexEntry] = []
+    for doc in inp.lead:
+        if is_text(doc.body):
+            pieces.append(_doc_piece("Summary", doc))
+        else:
+            listed.append(_not_text_entry(doc))
     if inp.handoff is not None:
         if is_text(inp.handoff.body):
             pieces.append(_handoff_piece(inp.handoff))

@@ -20,12 +20,13 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping
+from pathlib import Path
 
 from sortedcontainers import SortedDict
 
 from memfs.disk import baselines, sources, staging, state
 from memfs.disk.config import Config
-from memfs.disk.roots import Listing
+from memfs.disk.roots import Listing, Reals
 from memfs.rules import names
 from memfs.rules import slug as slugs
 from memfs.view import userlevel
@@ -63,6 +64,9 @@ class Catalog:
         self._early: list[tuple[bool, int, str, str | None]] = []
         # A mapped (Gemini CLI) source's folders: source -> folder name -> its slug
         self._mapped: dict[int, dict[str, str]] = {}
+        # (source, folder name) -> its real memory folder, for a folder reached through a
+        # link or kept outside its source's root (the listing's `Reals`)
+        self._reals: Reals = {}
         # global/<kind> -> its origins (§4.1): fixed by the config, listed or not
         self._global = {
             userlevel.slug_of(k): userlevel.origins(config, userlevel.slug_of(k))
@@ -73,12 +77,14 @@ class Catalog:
     def listed(self) -> bool:
         return self._slugs is not None
 
-    def set_listing(self, found: Listing) -> None:
-        """Take in the sources' roots as listed (`roots.list_roots`, read by the caller),
-        and what the watcher reported while it was read. Once: a later listing is ignored."""
+    def set_listing(self, found: Listing, reals: Reals | None = None) -> None:
+        """Take in the sources' roots as listed (`roots.list_folders`, read by the caller:
+        the folders, and the real folder of those reached through a link), and what the
+        watcher reported while it was read. Once: a later listing is ignored."""
         if self._slugs is not None:
             return
         self._slugs = SortedDict()
+        self._reals.update(reals or {})
         for i, name, slug in found:
             self._add(i, name, slug)
         early, self._early = self._early, []
@@ -135,7 +141,7 @@ class Catalog:
             return True  # global/'s origins are fixed by the config
         if not self.config.sources[origin.source].mapped:
             return True  # a slug folder is its slug's for as long as it exists
-        return (origin.source, origin.parts[0]) in self._slugs.get(slug, ())
+        return (origin.source, origin.key[0]) in self._slugs.get(slug, ())
 
     def origins(self, slug: str) -> list[Origin]:
         """Every folder of ``slug``: each source's, then where the state folder keeps the
@@ -155,7 +161,7 @@ class Catalog:
             return None
         name = self.config.sources[origin.source].name
         root = baselines.kept_root(self.config.state_dir, name)
-        return Origin(origin.source, root, origin.parts, kept=True)
+        return Origin(origin.source, root, origin.key, kept=True)
 
     def build(
         self,
@@ -197,14 +203,25 @@ class Catalog:
 
     def _origin(self, source: int, name: str) -> Origin:
         spec = self.config.sources[source]
-        return Origin(source, spec.root, (name, *spec.tail))
+        key = (name, *spec.tail)
+        real = self._reals.get((source, name))
+        if real is not None:  # read where the link leads; nothing below it is followed
+            return Origin(source, real, (), spec.memory_names, via=key)
+        return Origin(source, spec.root, key, spec.memory_names)
 
-    def folder_added(self, source: int, name: str, mapped: str | None = None) -> str | None:
+    def folder_added(
+        self, source: int, name: str, mapped: str | None = None, real: Path | None = None
+    ) -> str | None:
         """A slug folder appeared in a source's root (a mapped source's folder: with the
-        slug it maps to); returns its canonical slug."""
+        slug it maps to; one reached through a link: with its real folder); returns its
+        canonical slug."""
         if self._slugs is None:
             self._early.append((True, source, name, mapped))  # taken in after the listing
+            if real is not None:
+                self._reals[source, name] = real
             return None
+        if real is not None:
+            self._reals[source, name] = real
         canonical = self._add(source, name, mapped)
         if canonical is None:
             return None
@@ -242,6 +259,7 @@ class Catalog:
             if not folders:
                 del self._projects[canonical]
                 self._dropped.append(project)
+        self._reals.pop((source, name), None)
         return canonical
 
     def take_dropped(self) -> list[Project]:
@@ -251,20 +269,26 @@ class Catalog:
         dropped, self._dropped = self._dropped, []
         return dropped
 
-    def remap(self, source: int, mapping: dict[str, str]) -> list[str]:
+    def remap(
+        self, source: int, mapping: dict[str, str], reals: Mapping[str, Path] | None = None
+    ) -> list[str]:
         """Mapped source ``source``'s folders map as ``mapping`` says now (folder name ->
-        slug; a folder that maps to no project is not in it): each folder whose project
-        changed leaves the old one and joins the new. Memory only; returns the slugs whose
-        folders changed, sorted. Needs the listing (the watcher lists first)."""
+        slug; a folder that maps to no project is not in it), their real folders as
+        ``reals`` says (folder name -> its real folder, for those reached through a link or
+        kept in the project): each folder whose project or real folder changed leaves the
+        old one and joins the new. Memory only; returns the slugs whose folders changed,
+        sorted. Needs the listing (the watcher lists first)."""
         assert self._slugs is not None, "remapped before the listing"
+        reals = reals or {}
         before = dict(self._mapped.get(source, {}))
+        moved = {n for n in before if self._reals.get((source, n)) != reals.get(n)}
         touched = set()
         for name, slug in before.items():
-            if mapping.get(name) != slug:
+            if mapping.get(name) != slug or name in moved:
                 touched.add(self.folder_removed(source, name))
         for name, slug in sorted(mapping.items()):
-            if before.get(name) != slug:
-                touched.add(self.folder_added(source, name, slug))
+            if before.get(name) != slug or name in moved:
+                touched.add(self.folder_added(source, name, slug, reals.get(name)))
         return sorted(s for s in touched if s is not None)
 
     def own_place(self, slug: str) -> staging.Place | None:
@@ -273,9 +297,12 @@ class Catalog:
         if slug in self._global:
             found = self.own_origin(slug)
             return None if found is None else staging.Place(found.root, found.parts)
-        own = self.config.own
+        own, own_index = self.config.own, self.config.own_index
         if own is None:
             return None
+        real = self._reals.get((own_index, slug)) if own_index is not None else None
+        if real is not None:
+            return staging.Place(real, ())  # the own folder is a link: written where it leads
         return staging.Place(own.root, (slug, *own.tail))
 
     def own_origin(self, slug: str) -> Origin | None:
@@ -283,6 +310,8 @@ class Catalog:
         if slug in self._global:
             return userlevel.own_origin(self.config, slug)
         own, place = self.config.own_index, self.own_place(slug)
+        if own is not None and (own, slug) in self._reals:
+            return self._origin(own, slug)  # a link: the origin the project holds
         return None if own is None or place is None else Origin(own, place.root, place.parts)
 
     def own_folder_made(self, slug: str, saved: state.Saved) -> Project:

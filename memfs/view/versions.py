@@ -46,6 +46,16 @@ class Origin:
     # The state folder's mirror of a read-only source's folder, holding only the versions
     # a change on disk replaced (issue 37, catalog.kept_origin): no folder of the source.
     kept: bool = False
+    # A folder reached through a link, or kept outside its source's root (goose's, in the
+    # project): ``root`` is the real folder and ``parts`` empty, and this names it as the
+    # source's root does (its folder name, then the tail), for the state folder's mirror
+    # and the catalog's map (issue 38). Empty for every other folder.
+    via: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> tuple[str, ...]:
+        """The folder as its source's root names it: ``via``, else ``parts``."""
+        return self.via or self.parts
 
     def admits(self, path: str) -> bool:
         """Whether ``path`` (in this folder) is memory of this origin."""
