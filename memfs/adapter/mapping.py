@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from memfs.disk import roots
-from memfs.disk.config import Config
+from memfs.disk.config import GEMINI, GOOSE, KILO, Config
 from memfs.disk.inotify import (
     IN_CLOSE_WRITE,
     IN_CREATE,
@@ -44,6 +44,16 @@ MASK = (
     | IN_DONT_FOLLOW
     | IN_MASK_ADD
 )
+
+
+# Mapped kinds whose root holds only project folders: any entry there may be a linked one.
+LINKED_ROOTS = frozenset({GEMINI, KILO})
+
+
+def goose_sources(config: Config) -> set[int]:
+    """The goose sources, whose map looks in the roots the other sources name: read again
+    when a project comes or goes at any root."""
+    return {i for i, s in enumerate(config.sources) if s.kind == GOOSE}
 
 
 @dataclass(frozen=True)

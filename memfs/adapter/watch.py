@@ -57,7 +57,7 @@ from memfs.adapter.watches import (
     Watches,
 )
 from memfs.disk import roots, sources, state
-from memfs.disk.config import GEMINI, GOOSE, KILO
+from memfs.disk.config import GOOSE
 from memfs.disk.inotify import (
     IN_CREATE,
     IN_DELETE,
@@ -80,8 +80,6 @@ from memfs.view.project import Origin, Project
 
 log = logging.getLogger(__name__)
 
-# Mapped kinds whose root holds only project folders: any entry there may be a linked one.
-LINKED_ROOTS = frozenset({GEMINI, KILO})
 MARK_WAIT_S = 0.002  # how long a rename's events wait for memfs's mark (`read_events`)
 EVENTS_WAIT_S = 0.003  # how long new events wait for the worker calls in flight (same)
 
@@ -599,18 +597,15 @@ class Watcher:
 
     def _root_event(self, target: Root, mask: int, name: str, work: _Work) -> None:
         config = self.catalog.config
-        if config.sources[target.source].kind in LINKED_ROOTS:
-            # Its root holds only project folders, a link among them (issue 38): any
-            # entry may be one, and its map says which project (the marker, the manifest).
-            work.remaps.add(target.source)
-            return
-        if not mask & IN_ISDIR and not mask & (IN_DELETE | IN_MOVED_FROM):
+        # A Gemini or Kilo root holds only project folders: any entry may be one, a link
+        # too (issue 38), and its map says which project (the marker, the manifest).
+        linked = config.sources[target.source].kind in mapping.LINKED_ROOTS
+        if not linked and not mask & IN_ISDIR and not mask & (IN_DELETE | IN_MOVED_FROM):
             return
         if config.sources[target.source].mapped:
             work.remaps.add(target.source)  # which project it is, its marker says
             return
-        # A project came or went: goose's map looks in the roots memfs knows.
-        work.remaps |= {i for i, s in enumerate(config.sources) if s.kind == GOOSE}
+        work.remaps |= mapping.goose_sources(config)  # goose looks in the roots known
         if mask & (IN_CREATE | IN_MOVED_TO):
             slug = self.catalog.folder_added(target.source, name)
         else:
@@ -652,8 +647,11 @@ class Watcher:
                 self._targets[read.root] = Root(read.source)
             self._mapped.update(read.roles)
             replay = [event for wd in read.watches() for event in self._stash.pop(wd, [])]
-            for slug in self.catalog.remap(read.source, read.mapping, read.reals):
+            moved = self.catalog.remap(read.source, read.mapping, read.reals)
+            for slug in moved:
                 self._slug_changed(slug, work, read.source)
+            if moved and config.sources[read.source].kind != GOOSE:
+                work.remaps |= mapping.goose_sources(config)  # a new root may hold goose's
             for wd, mask, name in replay:
                 self._handle(wd, mask, name, work, touched)
 

@@ -70,7 +70,8 @@ def read_map(gemini: Path, before: mapped.Before | None = None) -> list[Mapping]
             continue
         if before is not None:
             linked = mapped.followed(tmp / folder)[0] if mapped.is_link(tmp / folder) else None
-            before(linked or tmp / folder, frozenset({MARKER}))
+            # its marker, and memory/ (made, or replaced by a link)
+            before(linked or tmp / folder, frozenset({MARKER, MEMORY}))
         found.append(_mapping(tmp, folder, by_id.get(folder)))
     return found
 
