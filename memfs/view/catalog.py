@@ -61,7 +61,7 @@ class Catalog:
         self._dropped: list[Project] = []
         self._empty: dict[str, Project] = {}  # canonical slug no source holds -> its view
         # root changes before the listing: (added, source, folder name, mapped slug)
-        self._early: list[tuple[bool, int, str, str | None]] = []
+        self._early: list[tuple[bool, int, str, str | None, Path | None]] = []
         # A mapped (Gemini CLI) source's folders: source -> folder name -> its slug
         self._mapped: dict[int, dict[str, str]] = {}
         # (source, folder name) -> its real memory folder, for a folder reached through a
@@ -88,9 +88,9 @@ class Catalog:
         for i, name, slug in found:
             self._add(i, name, slug)
         early, self._early = self._early, []
-        for added, i, name, slug in early:
+        for added, i, name, slug, real in early:
             if added:
-                self.folder_added(i, name, slug)
+                self.folder_added(i, name, slug, real or self._reals.get((i, name)))
             else:
                 self.folder_removed(i, name)
 
@@ -216,15 +216,13 @@ class Catalog:
         slug it maps to; one reached through a link: with its real folder); returns its
         canonical slug."""
         if self._slugs is None:
-            self._early.append((True, source, name, mapped))  # taken in after the listing
-            if real is not None:
-                self._reals[source, name] = real
+            self._early.append((True, source, name, mapped, real))  # taken in after the listing
             return None
-        if real is not None:
-            self._reals[source, name] = real
         canonical = self._add(source, name, mapped)
         if canonical is None:
             return None
+        if real is not None:  # after _add, which drops a mapped folder's old project first
+            self._reals[source, name] = real
         empty = self._empty.pop(canonical, None)
         if empty is not None:
             self._projects[canonical] = empty  # the same object: handles and inodes stay
@@ -235,7 +233,7 @@ class Catalog:
 
     def folder_removed(self, source: int, name: str) -> str | None:
         if self._slugs is None:
-            self._early.append((False, source, name, None))
+            self._early.append((False, source, name, None, None))
             return None
         if not sources.valid_name(name):
             return None
