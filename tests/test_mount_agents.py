@@ -218,6 +218,28 @@ def test_linked_memory_folders_are_followed(sandbox: Sandbox, mounts: Mounts) ->
     (id_real / "memory" / "later-tool.md").write_text("LATER TOOL\n")
     wait_until((mnt / "later.md").exists, SOON, "a file in a linked memory/")
     wait_until(sandbox.mnt(slug_of(tool), "later-tool.md").exists, SOON, "in a linked tmp/<id>")
+    # Links made while mounted: a project folder that is a link at the root, and the memory
+    # folder of a project already shown (its memory missing) made as a link.
+    projects = home / ".claude" / "projects"
+    linked_root = checkout(sandbox, "u", "src", "linked", git=True)
+    linked_real = synced / "linked-slug"
+    (linked_real / "memory").mkdir(parents=True)
+    (linked_real / "memory" / "l.md").write_text("LINKED WHILE MOUNTED\n")
+    (projects / slug_of(linked_root)).symlink_to(linked_real)
+    shown = sandbox.mnt(slug_of(linked_root), "l.md")
+    wait_until(shown.exists, SOON, "a project folder linked while mounted")
+    assert sandbox.out("cat", shown) == b"LINKED WHILE MOUNTED\n"
+    waiting = checkout(sandbox, "u", "src", "waiting", git=True)
+    (projects / slug_of(waiting)).mkdir()
+    wait_until(sandbox.mnt(slug_of(waiting)).exists, SOON, "a project with no memory yet")
+    assert listing(sandbox, sandbox.mnt(slug_of(waiting))) == ["PREAMBLE.md"]
+    waiting_real = synced / "waiting-memory"
+    waiting_real.mkdir()
+    (waiting_real / "w.md").write_text("MEMORY LINKED LATER\n")
+    (projects / slug_of(waiting) / "memory").symlink_to(waiting_real)
+    shown = sandbox.mnt(slug_of(waiting), "w.md")
+    wait_until(shown.exists, SOON, "a memory folder linked while mounted")
+    assert sandbox.out("cat", shown) == b"MEMORY LINKED LATER\n"
 
 
 def test_a_link_inside_a_source_is_never_followed(sandbox: Sandbox, mounts: Mounts) -> None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from memfs.disk import roots
-from memfs.disk.config import GEMINI, GOOSE, KILO, Config
+from memfs.disk.config import GOOSE, Config
 from memfs.disk.inotify import (
     IN_CLOSE_WRITE,
     IN_CREATE,
@@ -30,6 +30,7 @@ from memfs.disk.inotify import (
     IN_MOVED_TO,
     IN_ONLYDIR,
 )
+from memfs.view.versions import Origin
 
 # A marker is created, then written and closed: its close says it is whole. Added to what
 # else may watch the folder (IN_MASK_ADD: a missing memory folder's pending watch), never
@@ -46,8 +47,12 @@ MASK = (
 )
 
 
-# Mapped kinds whose root holds only project folders: any entry there may be a linked one.
-LINKED_ROOTS = frozenset({GEMINI, KILO})
+def relinks(config: Config, origin: Origin, name: str) -> set[int]:
+    """The slug source whose root to list again when entry ``name`` is made where a missing
+    memory folder of ``origin`` waits: it may be that folder, or its project folder, as a
+    link (issue 38). None for any other entry, or a mapped source (its map is re-read)."""
+    source = config.sources[origin.source]
+    return {origin.source} if not source.mapped and name in origin.key else set()
 
 
 def goose_sources(config: Config) -> set[int]:
@@ -74,7 +79,8 @@ class Role:
 
 @dataclass
 class Read:
-    """One source's map as a worker read it, and the watches it added on the way."""
+    """One source's map as a worker read it, and the watches it added on the way; of a slug
+    source (Claude Code's, pi's), its root's folders (each name its own)."""
 
     source: int
     mapping: dict[str, str]  # folder name -> slug, for the folders that map to a project
@@ -102,6 +108,10 @@ def _read_one(
 ) -> Read:
     spec = config.sources[i]
     found = Read(i, {}, add(spec.root, root_mask))
+    if not spec.mapped:  # a slug source's root listed again: a link made or changed there
+        names, found.reals = roots.list_source(config, i)
+        found.mapping = {name: name for name in names}
+        return found
 
     def watch(folder: Path, names: frozenset[str]) -> None:
         wd = add(folder, MASK)

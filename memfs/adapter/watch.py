@@ -519,8 +519,9 @@ class Watcher:
             work.remaps.add(mapped.source)
         waiting = self._waiting.get(wd)
         for slug, i in waiting or ():
-            if slug in self.catalog.loaded():  # its memory folder may be there
-                work.scans.add((slug, i, ""))
+            if (project := self.catalog.loaded().get(slug)) is not None:
+                work.scans.add((slug, i, ""))  # its memory folder may be there, or a link to it
+                work.remaps |= mapping.relinks(self.catalog.config, project.origins[i], name)
         roots = wd in self._root_waits
         if roots and (not name or name in self._root_names):
             self._pending_roots(wd)
@@ -597,13 +598,12 @@ class Watcher:
 
     def _root_event(self, target: Root, mask: int, name: str, work: _Work) -> None:
         config = self.catalog.config
-        # A Gemini or Kilo root holds only project folders: any entry may be one, a link
-        # too (issue 38), and its map says which project (the marker, the manifest).
-        linked = config.sources[target.source].kind in mapping.LINKED_ROOTS
-        if not linked and not mask & IN_ISDIR and not mask & (IN_DELETE | IN_MOVED_FROM):
-            return
-        if config.sources[target.source].mapped:
-            work.remaps.add(target.source)  # which project it is, its marker says
+        if config.sources[target.source].mapped or not mask & (
+            IN_ISDIR | IN_DELETE | IN_MOVED_FROM
+        ):
+            # Which project a mapped folder is (its marker, its manifest), or an entry that
+            # may be a link to a folder (issue 38): read again in a worker.
+            work.remaps.add(target.source)
             return
         work.remaps |= mapping.goose_sources(config)  # goose looks in the roots known
         if mask & (IN_CREATE | IN_MOVED_TO):

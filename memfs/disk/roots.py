@@ -47,12 +47,19 @@ def list_folders(config: Config) -> tuple[Listing, Reals]:
                     if m.real is not None:
                         reals[i, m.folder] = m.real
             continue
-        for name in mapped.list_folders(source.root):
-            found.append((i, name, None))
-            real = mapped.real_memory(source.root, name, source.tail)
-            if real is not None:
-                reals[i, name] = real
+        names, linked = list_source(config, i)
+        found += [(i, name, None) for name in names]
+        reals.update({(i, name): real for name, real in linked.items()})
     return found, reals
+
+
+def list_source(config: Config, i: int) -> tuple[list[str], dict[str, Path]]:
+    """The project folders in slug source ``i``'s root, and the real memory folder of each
+    one reached through a link (the folder, or its tail's ``memory/``)."""
+    source = config.sources[i]
+    names = mapped.list_folders(source.root)
+    reals = {n: r for n in names if (r := mapped.real_memory(source.root, n, source.tail))}
+    return names, reals
 
 
 def read_map(config: Config, i: int, before: mapped.Before | None = None) -> list[mapped.Mapping]:

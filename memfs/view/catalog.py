@@ -278,6 +278,8 @@ class Catalog:
         sorted. Needs the listing (the watcher lists first)."""
         assert self._slugs is not None, "remapped before the listing"
         reals = reals or {}
+        if not self.config.sources[source].mapped:
+            return self._relist(source, set(mapping), reals)
         before = dict(self._mapped.get(source, {}))
         moved = {n for n in before if self._reals.get((source, n)) != reals.get(n)}
         touched = set()
@@ -287,6 +289,23 @@ class Catalog:
         for name, slug in sorted(mapping.items()):
             if before.get(name) != slug or name in moved:
                 touched.add(self.folder_added(source, name, slug, reals.get(name)))
+        return sorted(s for s in touched if s is not None)
+
+    def _relist(self, source: int, names: set[str], reals: Mapping[str, Path]) -> list[str]:
+        """Slug source ``source``'s root holds the folders ``names`` now, those in ``reals``
+        reached through a link (issue 38: a link made, changed or gone while mounted): each
+        folder that came, went or leads elsewhere now leaves and joins again. O(listing)."""
+        assert self._slugs is not None
+        listed = {n for folders in self._slugs.values() for s, n in folders if s == source}
+        changed = {
+            n
+            for n in listed | names
+            if (n in listed) != (n in names) or self._reals.get((source, n)) != reals.get(n)
+        }
+        touched = {self.folder_removed(source, n) for n in sorted(changed & listed)}
+        touched |= {
+            self.folder_added(source, n, None, reals.get(n)) for n in sorted(changed & names)
+        }
         return sorted(s for s in touched if s is not None)
 
     def own_place(self, slug: str) -> staging.Place | None:
