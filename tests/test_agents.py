@@ -307,3 +307,28 @@ def test_a_linked_account_folder_is_resolved_at_discovery(tmp_path: Path) -> Non
     work = {s.name: s for s in cfg.discover(fh.env)}["work"]
     assert work.root == account / "projects"
     assert work.why.endswith(f"{fh.home / '.claude-work'} links to {account}")
+
+
+def test_kilo_and_goose_sources_listed_in_a_config(tmp_path: Path) -> None:
+    fh = fake_home(tmp_path, (".claude",), pi=False)
+    path = tmp_path / "config.toml"
+    path.write_text(
+        '[[source]]\nname = "k"\nkind = "kilo"\n'
+        '[[source]]\nname = "g"\nkind = "goose"\npath = "~/goose-config"\n'
+    )
+    k, g = cfg.load(fh.env, path).sources
+    assert (k.kind, k.root, k.tail, k.mapped, k.own) == (
+        cfg.KILO, fh.home / ".local/share/kilo/memory", (), True, False
+    )  # fmt: skip
+    assert (g.kind, g.root, g.tail, g.mapped) == (
+        cfg.GOOSE,
+        fh.home / "goose-config",
+        ("memory",),
+        True,
+    )
+    path.write_text('[[source]]\nname = "k"\nkind = "kilo"\nown = true\n')
+    with pytest.raises(cfg.ConfigError, match="'own' must be false for a kilo source"):
+        cfg.load(fh.env, path)
+    path.write_text('[[source]]\nname = "k"\nkind = "kiloo"\n')
+    with pytest.raises(cfg.ConfigError, match='"kilo"'):
+        cfg.load(fh.env, path)

@@ -342,8 +342,9 @@ def _source(raw: object, i: int, path: Path, home: Path) -> SourceSpec:
 
 
 def _tool_folder(raw: dict[str, Any], name: str, where: str, home: Path, kind: str) -> SourceSpec:
-    """A ``kind = "gemini"`` or ``"codex"`` source: ``path`` is the tool's folder (default
-    ~/.gemini, ~/.codex); read-only, since the tool rewrites what memfs shows of it."""
+    """A ``kind = "gemini"``, ``"codex"``, ``"kilo"`` or ``"goose"`` source: ``path`` is the
+    tool's folder (`_TOOLS` has each default); read-only, since the tool rewrites what memfs
+    shows of it."""
     tool, default, _ = _TOOLS[kind]
     if raw.get("own", False) is not False:
         raise ConfigError(

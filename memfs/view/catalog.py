@@ -294,19 +294,35 @@ class Catalog:
     def _relist(self, source: int, names: set[str], reals: Mapping[str, Path]) -> list[str]:
         """Slug source ``source``'s root holds the folders ``names`` now, those in ``reals``
         reached through a link (issue 38: a link made, changed or gone while mounted): each
-        folder that came, went or leads elsewhere now leaves and joins again. O(listing)."""
+        folder that came or went joins or leaves its project, and one that leads elsewhere
+        now is read there (`_relink`). O(listing)."""
         assert self._slugs is not None
         listed = {n for folders in self._slugs.values() for s, n in folders if s == source}
-        changed = {
-            n
-            for n in listed | names
-            if (n in listed) != (n in names) or self._reals.get((source, n)) != reals.get(n)
-        }
-        touched = {self.folder_removed(source, n) for n in sorted(changed & listed)}
-        touched |= {
-            self.folder_added(source, n, None, reals.get(n)) for n in sorted(changed & names)
-        }
+        touched = {self.folder_removed(source, n) for n in sorted(listed - names)}
+        for n in sorted(names):
+            if n not in listed:
+                touched.add(self.folder_added(source, n, None, reals.get(n)))
+            elif self._reals.get((source, n)) != reals.get(n):
+                touched.add(self._relink(source, n, reals.get(n)))
         return sorted(s for s in touched if s is not None)
+
+    def _relink(self, source: int, name: str, real: Path | None) -> str:
+        """Listed folder ``name`` of slug source ``source`` leads to ``real`` now (None: no
+        link): a loaded project reads the new folder in place of the old, so that it stays
+        the same project (its inodes, what the kernel was told) and tells of each change."""
+        canonical = slugs.canonical_slug(name)
+        old = self._origin(source, name)
+        if real is None:
+            self._reals.pop((source, name), None)
+        else:
+            self._reals[source, name] = real
+        project = self._projects.get(canonical)
+        if project is not None:
+            i = project.origin_index(old)
+            if i is not None:
+                project.rescan(i, sources.Scan(exists=False))  # every version of it goes
+            project.add_origin(self._origin(source, name), sources.Scan())  # read next
+        return canonical
 
     def own_place(self, slug: str) -> staging.Place | None:
         """Where writes to ``slug`` land: the own source's folder named by the canonical slug
