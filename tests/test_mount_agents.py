@@ -23,10 +23,6 @@ from mounting import MOUNT_MARKS, Mounts, Sandbox, errno_of, set_age, slug_of, w
 pytestmark = MOUNT_MARKS
 
 SOON = 1.0  # §5.4: a change in a source shows within a second
-# A folder that joins a project by a link made, or goose's first memory in a project, while
-# mounted: its root listed or its map read again first, then the folder read (issue 38).
-# Not a change of a file (§5.4's second): measured 0.3-1.2 s on a loaded 2-core machine.
-JOINS = 3.0
 
 
 def discovering(box: Sandbox) -> None:
@@ -133,7 +129,7 @@ def test_goose_memory_per_project_and_global(sandbox: Sandbox, mounts: Mounts) -
     # goose's first `remember` in a project memfs knows shows without a remount.
     goose_remember(later_root / ".goose" / "memory", "notes", "GOOSE LATER")
     shown = sandbox.mnt(slug_of(later_root), "notes.txt")
-    wait_until(shown.exists, JOINS, "goose's memory made while mounted")
+    wait_until(shown.exists, SOON, "goose's memory made while mounted")
     assert b"GOOSE LATER" in sandbox.out("cat", shown)
 
 
@@ -231,7 +227,7 @@ def test_linked_memory_folders_are_followed(sandbox: Sandbox, mounts: Mounts) ->
     (linked_real / "memory" / "l.md").write_text("LINKED WHILE MOUNTED\n")
     (projects / slug_of(linked_root)).symlink_to(linked_real)
     shown = sandbox.mnt(slug_of(linked_root), "l.md")
-    wait_until(shown.exists, JOINS, "a project folder linked while mounted")
+    wait_until(shown.exists, SOON, "a project folder linked while mounted")
     assert sandbox.out("cat", shown) == b"LINKED WHILE MOUNTED\n"
     waiting = checkout(sandbox, "u", "src", "waiting", git=True)
     (projects / slug_of(waiting)).mkdir()
@@ -242,7 +238,7 @@ def test_linked_memory_folders_are_followed(sandbox: Sandbox, mounts: Mounts) ->
     (waiting_real / "w.md").write_text("MEMORY LINKED LATER\n")
     (projects / slug_of(waiting) / "memory").symlink_to(waiting_real)
     shown = sandbox.mnt(slug_of(waiting), "w.md")
-    wait_until(shown.exists, JOINS, "a memory folder linked while mounted")
+    wait_until(shown.exists, SOON, "a memory folder linked while mounted")
     assert sandbox.out("cat", shown) == b"MEMORY LINKED LATER\n"
 
 

@@ -30,6 +30,7 @@ from memfs.disk.inotify import (
     IN_MOVED_TO,
     IN_ONLYDIR,
 )
+from memfs.disk.sources import Scan
 from memfs.view.versions import Origin
 
 # A marker is created, then written and closed: its close says it is whole. Added to what
@@ -45,6 +46,16 @@ MASK = (
     | IN_DONT_FOLLOW
     | IN_MASK_ADD
 )
+
+
+def found_link(config: Config, origin: Origin, scan: Scan, under: str = "") -> bool:
+    """Whether a scan of a slug source's memory folder found the folder itself a link (made
+    before its watch could tell, issue 38): its root is listed again, so it is followed."""
+    return (
+        not under
+        and not config.sources[origin.source].mapped
+        and any(not path and why.startswith("symlink") for path, why in scan.left_out)
+    )
 
 
 def relinks(config: Config, origin: Origin, name: str) -> set[int]:

@@ -150,6 +150,22 @@ class _Work:
         self.remaps |= other.remaps
 
 
+def _meanwhile(catalog: Catalog, project: Project) -> _Work:
+    """What changed while a worker built ``project``: the folders that joined it (a mapped
+    folder whose map was read meanwhile), registered unread, to scan; and a slug source's
+    memory folder found to be a link (made before its watch, issue 38), whose root is
+    listed again."""
+    joined = [o for o in catalog.origins(project.slug) if project.origin_index(o) is None]
+    scans = {(project.slug, project.add_origin(o, sources.Scan()), "") for o in joined}
+    linked = {
+        o.source
+        for i, o in enumerate(project.origins)
+        if not catalog.config.sources[o.source].mapped
+        and (project.left_out_in(i, "") or "").startswith("symlink")
+    }
+    return _Work(scans=scans, remaps=linked)
+
+
 class _Job(NamedTuple):
     """One look a worker takes for a pass: a path's stat, a folder's scan or the origin's."""
 
@@ -253,6 +269,8 @@ class Watcher:
         if self.catalog.loaded().get(slug) is not None or not self.catalog.has(slug):
             return  # it came or went meanwhile
         self.catalog.adopt(project)
+        if meanwhile := _meanwhile(self.catalog, project):
+            self._send.send_nowait(meanwhile)
         self.turns.settled()
         self.loads += 1
         self._register(project, pairs)
@@ -499,6 +517,8 @@ class Watcher:
             scan, pairs = result
             project.rescan(i, scan, at, job.under)
             self._register(project, pairs)
+            if mapping.found_link(self.catalog.config, origin, scan, job.under):
+                self._send.send_nowait(_Work(remaps={origin.source}))  # made before its watch
         else:
             assert job.path is not None
             project.observe(i, job.path, result, at)
