@@ -60,29 +60,43 @@ def read_map(
     return [found[name] for name in sorted(found)]
 
 
-def roots_of_slug(slug: str) -> list[str]:
+# folder -> its sub-folders' (slug, path), for one read of the map: many slugs share the
+# folders on their way down (the home, a src/ of checkouts), each listed once.
+Listings = dict[str, list[tuple[str, str]]]
+
+
+def roots_of_slug(slug: str, listings: Listings | None = None) -> list[str]:
     """The existing folders whose absolute path has Claude Code's slug ``slug``, at most
-    `MAX_ROOTS`, sorted; none for a slug cut and hashed (over 200 characters, §2)."""
+    `MAX_ROOTS`, sorted; none for a slug cut and hashed (over 200 characters, §2).
+    ``listings`` keeps what was listed, for the next slug of the same read."""
     if not slug.startswith("-") or len(slug) >= slugs.SLUG_MAX:
         return []
+    listings = {} if listings is None else listings
     found: list[str] = []
-    listings = [0]
+    budget = [MAX_LISTINGS]
 
     def down(folder: str, depth: int) -> None:
-        if len(found) >= MAX_ROOTS or depth > MAX_DEPTH or listings[0] >= MAX_LISTINGS:
+        if len(found) >= MAX_ROOTS or depth > MAX_DEPTH or budget[0] <= 0:
             return
-        listings[0] += 1
-        try:
-            names = sorted(os.listdir(folder))
-        except OSError:
-            return
-        for name in names:
-            path = os.path.join(folder, name)
-            here = slugs.claude_slug(path)
-            if (here == slug or slug.startswith(here + "-")) and os.path.isdir(path):
+        for here, path in _listed(folder, listings, budget):
+            if here == slug or slug.startswith(here + "-"):
                 if here == slug:
                     found.append(path)
                 down(path, depth + 1)
 
     down("/", 0)
     return sorted(found)
+
+
+def _listed(folder: str, listings: Listings, budget: list[int]) -> list[tuple[str, str]]:
+    """``folder``'s sub-folders as (slug, path), listed once per read."""
+    known = listings.get(folder)
+    if known is None:
+        budget[0] -= 1
+        try:
+            names = sorted(os.listdir(folder))
+        except OSError:
+            names = []
+        paths = [os.path.join(folder, name) for name in names]
+        known = listings[folder] = [(slugs.claude_slug(p), p) for p in paths if os.path.isdir(p)]
+    return known

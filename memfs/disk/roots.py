@@ -84,6 +84,7 @@ def goose_roots(config: Config) -> list[tuple[str, str]]:
     pi's) names a root only through its slug, which is inverted on the disk
     (`goose.roots_of_slug`)."""
     found: dict[str, str] = {}
+    listings: goose.Listings = {}
     for i, source in enumerate(config.sources):
         if source.kind in (GEMINI, KILO):
             for m in read_map(config, i):
@@ -91,7 +92,7 @@ def goose_roots(config: Config) -> list[tuple[str, str]]:
                     found.setdefault(m.root, f"{source.name}'s map")
         elif source.projects and not source.mapped:
             for name in mapped.list_folders(source.root):
-                for root in goose.roots_of_slug(name):
+                for root in goose.roots_of_slug(name, listings):
                     found.setdefault(root, f"{source.name}'s folder {name}")
     return sorted(found.items())
 
