@@ -332,3 +332,20 @@ def test_kilo_and_goose_sources_listed_in_a_config(tmp_path: Path) -> None:
     path.write_text('[[source]]\nname = "k"\nkind = "kiloo"\n')
     with pytest.raises(cfg.ConfigError, match='"kilo"'):
         cfg.load(fh.env, path)
+
+
+def test_the_slug_walk_never_enters_a_fuse_mount(tmp_path: Path) -> None:
+    """memfs's own mount would wait for itself (its listing runs before it serves), and
+    another FUSE mount may be remote: the walk that inverts slugs looks into neither."""
+    shop = folder(tmp_path, "mnt", "u", "shop")
+    slug = claude_slug(str(shop))
+    assert goose.roots_of_slug(slug) == [str(shop)]
+    assert goose.roots_of_slug(slug, avoid=frozenset({str(tmp_path / "mnt")})) == []
+    info = tmp_path / "mountinfo"
+    info.write_text(
+        "36 35 98:0 / /mnt/my\\040memfs rw,nosuid - fuse memfs rw,user_id=1000\n"
+        "37 35 98:1 / /home rw - ext4 /dev/sda2 rw\n"
+        "38 35 98:2 / /mnt/remote rw - fuse.sshfs host:/ rw\n"
+    )
+    assert goose.fuse_mounts(str(info)) == frozenset({"/mnt/my memfs", "/mnt/remote"})
+    assert goose.fuse_mounts(str(tmp_path / "none")) == frozenset()

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -60,15 +61,19 @@ def read_map(
     return [found[name] for name in sorted(found)]
 
 
-# folder -> its sub-folders' (slug, path), for one read of the map: many slugs share the
+# folder -> its entries as (slug, path), for one read of the map: many slugs share the
 # folders on their way down (the home, a src/ of checkouts), each listed once.
 Listings = dict[str, list[tuple[str, str]]]
 
 
-def roots_of_slug(slug: str, listings: Listings | None = None) -> list[str]:
+def roots_of_slug(
+    slug: str, listings: Listings | None = None, avoid: frozenset[str] = frozenset()
+) -> list[str]:
     """The existing folders whose absolute path has Claude Code's slug ``slug``, at most
     `MAX_ROOTS`, sorted; none for a slug cut and hashed (over 200 characters, §2).
-    ``listings`` keeps what was listed, for the next slug of the same read."""
+    ``listings`` keeps what was listed, for the next slug of the same read. Only an entry
+    whose slug begins the one sought is looked at, and never one in ``avoid`` (FUSE mounts,
+    `fuse_mounts`: memfs's own would wait for itself, another's may be slow or remote)."""
     if not slug.startswith("-") or len(slug) >= slugs.SLUG_MAX:
         return []
     listings = {} if listings is None else listings
@@ -79,17 +84,20 @@ def roots_of_slug(slug: str, listings: Listings | None = None) -> list[str]:
         if len(found) >= MAX_ROOTS or depth > MAX_DEPTH or budget[0] <= 0:
             return
         for here, path in _listed(folder, listings, budget):
-            if here == slug or slug.startswith(here + "-"):
-                if here == slug:
-                    found.append(path)
-                down(path, depth + 1)
+            if here != slug and not slug.startswith(here + "-"):
+                continue
+            if path in avoid or not os.path.isdir(path):
+                continue
+            if here == slug:
+                found.append(path)
+            down(path, depth + 1)
 
     down("/", 0)
     return sorted(found)
 
 
 def _listed(folder: str, listings: Listings, budget: list[int]) -> list[tuple[str, str]]:
-    """``folder``'s sub-folders as (slug, path), listed once per read."""
+    """``folder``'s entries as (slug, path), listed once per read (no stat)."""
     known = listings.get(folder)
     if known is None:
         budget[0] -= 1
@@ -98,5 +106,27 @@ def _listed(folder: str, listings: Listings, budget: list[int]) -> list[tuple[st
         except OSError:
             names = []
         paths = [os.path.join(folder, name) for name in names]
-        known = listings[folder] = [(slugs.claude_slug(p), p) for p in paths if os.path.isdir(p)]
+        known = listings[folder] = [(slugs.claude_slug(p), p) for p in paths]
     return known
+
+
+def fuse_mounts(mountinfo: str = "/proc/self/mountinfo") -> frozenset[str]:
+    """The mount points of FUSE filesystems (memfs's own among them), never walked into."""
+    found = set()
+    try:
+        with open(mountinfo, encoding="utf-8", errors="surrogateescape") as f:
+            for line in f:
+                fields = line.split()
+                if " - " not in line or len(fields) < 5:
+                    continue
+                fstype = line.split(" - ", 1)[1].split()[0]
+                if fstype.startswith("fuse"):
+                    found.add(_unescape(fields[4]))
+    except OSError:
+        pass
+    return frozenset(found)
+
+
+def _unescape(field: str) -> str:
+    """A mountinfo path field: spaces and the like are written as octal escapes."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), field)

@@ -85,6 +85,7 @@ def goose_roots(config: Config) -> list[tuple[str, str]]:
     (`goose.roots_of_slug`)."""
     found: dict[str, str] = {}
     listings: goose.Listings = {}
+    avoid = goose.fuse_mounts()
     for i, source in enumerate(config.sources):
         if source.kind in (GEMINI, KILO):
             for m in read_map(config, i):
@@ -92,7 +93,7 @@ def goose_roots(config: Config) -> list[tuple[str, str]]:
                     found.setdefault(m.root, f"{source.name}'s map")
         elif source.projects and not source.mapped:
             for name in mapped.list_folders(source.root):
-                for root in goose.roots_of_slug(name, listings):
+                for root in goose.roots_of_slug(name, listings, avoid):
                     found.setdefault(root, f"{source.name}'s folder {name}")
     return sorted(found.items())
 
