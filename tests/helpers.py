@@ -237,7 +237,15 @@ def make_sample(base: Path) -> Sample:
     write(home.pi(PI_ONLY_FOLDER) / "p.md", "p\n", at(1))
     mnt = base / "mnt"
     config = home.config()
-    assert [s.name for s in config.sources] == ["claude", "work", "pi", "gemini", "codex"]
+    assert [s.name for s in config.sources] == [
+        "claude",
+        "work",
+        "pi",
+        "gemini",
+        "codex",
+        "kilo",
+        "goose",
+    ]
     assert config.own is not None
     assert config.own.name == "claude"
     return Sample(home, own, work, pi, mnt, build(home, mnt, config))

@@ -82,7 +82,16 @@ def test_bad_toml_is_refused_naming_the_file(tmp_path: Path) -> None:
 def test_discovery_finds_accounts_and_pi_with_own_first(tmp_path: Path) -> None:
     fh = fake_home(tmp_path, (".claude-work", ".claude", ".claude-alt"))
     found = cfg.discover(fh.env)
-    assert [s.name for s in found] == ["claude", "alt", "work", "pi", "gemini", "codex"]
+    assert [s.name for s in found] == [
+        "claude",
+        "alt",
+        "work",
+        "pi",
+        "gemini",
+        "codex",
+        "kilo",
+        "goose",
+    ]
     own = found[0]
     assert own.own
     assert not any(s.own for s in found[1:])
@@ -113,7 +122,14 @@ def test_discovery_skips_accounts_without_projects_and_files(tmp_path: Path) -> 
     (fh.home / ".claude-empty").mkdir()  # no projects/
     (fh.home / ".claude-file").write_text("not a folder")
     (fh.home / ".claude.json").write_text("{}")
-    assert [s.name for s in cfg.discover(fh.env)] == ["claude", "pi", "gemini", "codex"]
+    assert [s.name for s in cfg.discover(fh.env)] == [
+        "claude",
+        "pi",
+        "gemini",
+        "codex",
+        "kilo",
+        "goose",
+    ]
 
 
 def test_tools_not_installed_yet_are_sources_that_wait(tmp_path: Path) -> None:
@@ -140,7 +156,7 @@ def test_discovery_keeps_a_fresh_own_account_without_projects(tmp_path: Path) ->
 def test_discovery_without_default_account_has_no_own_source(tmp_path: Path) -> None:
     fh = fake_home(tmp_path, (".claude-work",))
     found = cfg.discover(fh.env)
-    assert [s.name for s in found] == ["work", "pi", "gemini", "codex"]
+    assert [s.name for s in found] == ["work", "pi", "gemini", "codex", "kilo", "goose"]
     assert not any(s.own for s in found)
     assert cfg.load(fh.env).own is None
 
@@ -152,7 +168,7 @@ def test_claude_config_dir_is_the_own_source(tmp_path: Path) -> None:
     assert found[0].name == "work"
     assert found[0].own
     assert "CLAUDE_CONFIG_DIR" in found[0].why
-    assert [s.name for s in found] == ["work", "claude", "pi", "gemini", "codex"]
+    assert [s.name for s in found] == ["work", "claude", "pi", "gemini", "codex", "kilo", "goose"]
     assert sum(s.own for s in found) == 1
 
 

@@ -1369,7 +1369,8 @@ async def test_status_xattr_counts_requests_and_other_names_are_enodata(sample: 
     assert status["requests_total"] == 3
     assert status["mountpoint"] == str(sample.mnt)
     assert status["projects_loaded"] == 1
-    assert [s["name"] for s in status["sources"]] == ["claude", "work", "pi", "gemini", "codex"]
+    names = ["claude", "work", "pi", "gemini", "codex", "kilo", "goose"]
+    assert [s["name"] for s in status["sources"]] == names
     # Reading the counters does not change them.
     again = json.loads(await ops.getxattr(ROOT_INODE, STATUS_XATTR, CTX))
     assert again["requests"] == status["requests"]

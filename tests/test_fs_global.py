@@ -32,7 +32,7 @@ from memfs.disk import sources, state
 
 pytestmark = [pytest.mark.trio, pytest.mark.usefixtures("readdir_reply")]
 
-KINDS = ("claude", "codex", "gemini")
+KINDS = ("claude", "codex", "gemini", "goose")
 
 
 def _with_tools(sample: Sample) -> Sample:
@@ -48,7 +48,8 @@ def _with_tools(sample: Sample) -> Sample:
     write(home / ".gemini" / "GEMINI.md", "gemini user memory\n")
     write(home / ".gemini" / "settings.json", "{}\n")
     config = cfg.load(sample.home.env)
-    assert [s.name for s in config.sources] == ["claude", "work", "pi", "gemini", "codex"]
+    names = ["claude", "work", "pi", "gemini", "codex", "kilo", "goose"]
+    assert [s.name for s in config.sources] == names
     return Sample(
         sample.home, sample.own, sample.work, sample.pi, sample.mnt,
         build(sample.home, sample.mnt, config),
@@ -61,7 +62,7 @@ async def test_root_lists_global_beside_here(sample: Sample) -> None:
     assert names[:2] == ["global", "here"]
     assert all(n.startswith("-") for n in names[2:])
     ino = (await walk(sample.ops, "global")).st_ino
-    assert await listing(sample.ops, ino) == ["claude", "codex", "gemini", "PREAMBLE.md"]
+    assert await listing(sample.ops, ino) == ["claude", "codex", "gemini", "goose", "PREAMBLE.md"]
 
 
 async def test_claude_heads_the_own_account_and_keeps_the_other_in_history(
@@ -129,8 +130,8 @@ async def test_tools_not_installed_list_empty_and_cost_no_bytes(sample: Sample) 
     installed: discovery names them all the same (so they show once installed), each kind
     lists empty, and global/PREAMBLE.md spends no byte on any."""
     ino = (await walk(sample.ops, "global")).st_ino
-    assert await listing(sample.ops, ino) == ["claude", "codex", "gemini", "PREAMBLE.md"]
-    for kind in ("claude", "codex", "gemini"):
+    assert await listing(sample.ops, ino) == ["claude", "codex", "gemini", "goose", "PREAMBLE.md"]
+    for kind in ("claude", "codex", "gemini", "goose"):
         folder = (await walk(sample.ops, f"global/{kind}")).st_ino
         assert await listing(sample.ops, folder) == ["PREAMBLE.md"]
     body = await cat(sample.ops, (await walk(sample.ops, "global/PREAMBLE.md")).st_ino)
@@ -202,7 +203,7 @@ async def test_global_preamble_reads_no_file_on_the_request_thread(
     thread renders from them."""
     sample = _with_tools(sample)
     ops = sample.ops
-    for kind in ("claude", "codex", "gemini"):
+    for kind in ("claude", "codex", "gemini", "goose"):
         await listing(ops, (await walk(ops, f"global/{kind}")).st_ino)  # loaded
     on_trio: list[str] = []
     read_file = sources.read_file

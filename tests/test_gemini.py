@@ -115,6 +115,7 @@ def test_folders_that_map_to_no_project_say_why(tmp_path: Path) -> None:
     (cli.tmp / "binary" / ".project_root").write_bytes(b"/\xff\xfe")
     (cli.tmp / ".hidden").mkdir()  # no project, not even listed
     (cli.tmp / "a-file").write_text("not a folder")
+    # A linked id folder is followed (issue 38): this one leads to kept's, whose marker went.
     (cli.tmp / "a-link").symlink_to(cli.tmp / "kept")
     found = {m.folder: m for m in gemini.read_map(cli.dir)}
     assert found["kept"] == Mapping("kept", str(kept), claude_slug(str(kept)), "from projects.json")
@@ -130,6 +131,7 @@ def test_folders_that_map_to_no_project_say_why(tmp_path: Path) -> None:
         "linked": whys["linked"],
         "folder": "unreadable .project_root: not a regular file",
         "binary": whys["binary"],
+        "a-link": "no .project_root, and not in projects.json",
     }
     assert whys["linked"].startswith("unreadable .project_root: ")
     assert whys["binary"].startswith("unreadable .project_root: ")
@@ -157,7 +159,7 @@ def test_discovery_finds_gemini_read_only(tmp_path: Path) -> None:
     assert waiting.why == f"{fh.home / '.gemini'} is not there yet: shown once made"
     (fh.home / ".gemini").mkdir()  # Gemini CLI in use, no project yet: tmp/ comes later
     found = cfg.discover(fh.env)
-    assert [s.name for s in found] == ["claude", "work", "pi", "gemini", "codex"]
+    assert [s.name for s in found] == ["claude", "work", "pi", "gemini", "codex", "kilo", "goose"]
     source = found[3]
     assert source.mapped
     assert not source.own
@@ -165,7 +167,7 @@ def test_discovery_finds_gemini_read_only(tmp_path: Path) -> None:
     assert source.tail == ("memory",)
     assert source.gemini_dir == fh.home / ".gemini"
     assert source.why == f"{fh.home / '.gemini'} exists"
-    assert [s.name for s in found if s.mapped] == ["gemini"]
+    assert [s.name for s in found if s.mapped] == ["gemini", "kilo", "goose"]
 
 
 def both_tools(fh: FakeHome, tmp_path: Path) -> tuple[str, Path, Path]:
@@ -189,7 +191,14 @@ def test_gemini_memory_joins_the_claude_code_project(tmp_path: Path) -> None:
     fh = fake_home(tmp_path, (".claude",), pi=False)
     slug, _, memory = both_tools(fh, tmp_path)
     catalog = offline.listed(cfg.load(fh.env))
-    assert [s.name for s in catalog.config.sources] == ["claude", "pi", "gemini", "codex"]
+    assert [s.name for s in catalog.config.sources] == [
+        "claude",
+        "pi",
+        "gemini",
+        "codex",
+        "kilo",
+        "goose",
+    ]
     assert catalog.slugs() == [slug]  # one project, not two
     project = offline.load(catalog, slug)
     assert project is not None

@@ -38,13 +38,13 @@ MAX_CLASS_LINES = 500
 # results of (sources.Scan, state.Saved, roots.Listing, ...), never calls.
 VIEW_USES_OF_DISK = {
     "baselines": {"Folder", "OwnFolder", "kept_root"},
-    "config": {"CODEX", "GEMINI", "Config"},
+    "config": {"CODEX", "GEMINI", "GOOSE", "Config"},
     "index_save": {
         "FromBytes", "FromFile", "FromStage", "ReadIndex", "RestoreHidden", "SaveIndex",
         "Written",
     },
     "journal": {"Change"},
-    "roots": {"Listing"},
+    "roots": {"Listing", "Reals"},
     "sources": {
         "BodyRead", "FileStat", "NAME_MAX", "NOT_READ", "STAGE_PREFIX", "Scan", "split",
         "valid_name",

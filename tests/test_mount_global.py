@@ -217,7 +217,9 @@ def test_tools_installed_after_the_mount_show_without_a_remount(
     home = sandbox.home
     mounts()
     mnt = sandbox.mnt("global")
-    assert sandbox.out("ls", mnt).split() == [b"PREAMBLE.md", b"claude", b"codex", b"gemini"]
+    assert sandbox.out("ls", mnt).split() == [
+        b"PREAMBLE.md", b"claude", b"codex", b"gemini", b"goose",
+    ]  # fmt: skip
     assert sandbox.out("ls", mnt / "codex").split() == [b"PREAMBLE.md"]
     assert b"codex" not in (mnt / "PREAMBLE.md").read_bytes()  # no bytes for no memory
     assert b"(none yet)" in (mnt / "PREAMBLE.md").read_bytes()

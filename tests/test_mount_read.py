@@ -672,7 +672,8 @@ def test_odd_inputs_do_not_crash_the_mount(sandbox: Sandbox, mounts: Mounts) -> 
     sandbox.write("work", SLUG, "bad.md", bad_body)
     sandbox.write("personal", SLUG, "MEMORY.md", b"# Own \xff index\n- [Good](good.md)\n")
     sandbox.write("work", SLUG, "MEMORY.md", b"# Work \xfe index\n- [Bad](bad.md) \xc3\x28\n", 1)
-    # A project folder whose name is not UTF-8, and a symlinked one: only the first shows.
+    # A project folder whose name is not UTF-8, and one that is a link to a folder of the
+    # user's: both show, the link followed (issue 38; nothing inside a source is).
     sandbox.write("work", os.fsdecode(b"-home-u-caf\xe9"), "x.md", "odd slug\n")
     (sandbox.source("pi").root / "-home-u-linked").symlink_to(sandbox.folder("work", SLUG))
     mount = mounts()
@@ -712,7 +713,8 @@ def test_odd_inputs_do_not_crash_the_mount(sandbox: Sandbox, mounts: Mounts) -> 
 
     root = set(os.listdir(sandbox.mountpoint))
     assert "-home-u-caf-" in root
-    assert "-home-u-linked" not in root
+    assert "-home-u-linked" in root
+    assert read(sandbox.mnt("-home-u-linked", "edge.md")) == b"y" * limit
     assert read(sandbox.mnt("-home-u-caf-", "x.md")) == b"odd slug\n"
 
     # Names over NAME_MAX: ENAMETOOLONG, at the root and in a project; 255 bytes is fine.

@@ -205,7 +205,7 @@ def discovered_names(box: Sandbox) -> list[str]:
     done = box.memfs("sources")
     assert done.returncode == 0, done.stderr
     names = re.findall(r"^  (?:own |    )(\S+)", done.stdout, re.MULTILINE)
-    assert names == ["claude", "work", "pi", "gemini", "codex"], done.stdout
+    assert names == ["claude", "work", "pi", "gemini", "codex", "kilo", "goose"], done.stdout
     return names
 
 

@@ -77,6 +77,15 @@ CASES: dict[str, tuple[list[str], list[str]]] = {
             "x.patch",
         ],
     ),
+    # Kilo Code's memory folder (issue 38's notes, its 7.7.9 binary read).
+    "kilo-tmp": (
+        [".project.md.4242.1765000000000.k3j4h5.tmp", ".state.json.1.1765000000000.0.tmp"],
+        ["project.md.4242.1765000000000.k3j4h5.tmp", ".project.md.tmp", ".a.b.tmp"],
+    ),
+    "kilo-bad": (
+        ["state.json.bad-1765000000000", "project.md.bad-1765000000000"],
+        ["state.json.bad", "notes.bad-12.md", "bad-1765000000000"],
+    ),
     "macos-ds-store": ([".DS_Store"], ["DS_Store"]),
     "macos-appledouble": (["._notes.md"], ["_notes.md", "._"]),
 }
@@ -157,6 +166,9 @@ WAYS: dict[str, names.Way] = {
     "gemini-lock": names.Way.REFUSED,
     "gemini-state-tmp": names.Way.REFUSED,
     "gemini-patch-tmp": names.Way.REFUSED,
+    # Kilo Code makes these in its own folder only.
+    "kilo-tmp": names.Way.REFUSED,
+    "kilo-bad": names.Way.REFUSED,
     "macos-ds-store": names.Way.REFUSED,
     "macos-appledouble": names.Way.REFUSED,
 }

@@ -1033,7 +1033,15 @@ NOW = at(1000)
 def fh(tmp_path: Path) -> FakeHome:
     """Sources claude (own), work and pi, in that config order."""
     fh = fake_home(tmp_path)
-    assert [s.name for s in fh.config().sources] == ["claude", "work", "pi", "gemini", "codex"]
+    assert [s.name for s in fh.config().sources] == [
+        "claude",
+        "work",
+        "pi",
+        "gemini",
+        "codex",
+        "kilo",
+        "goose",
+    ]
     return fh
 
 

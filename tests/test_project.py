@@ -45,7 +45,15 @@ FILES_AT = "/mnt/memfs/-home-a-my-proj-v2"
 def fh(tmp_path: Path) -> FakeHome:
     """Sources claude (own), work and pi, in that config order."""
     fh = fake_home(tmp_path)
-    assert [s.name for s in fh.config().sources] == ["claude", "work", "pi", "gemini", "codex"]
+    assert [s.name for s in fh.config().sources] == [
+        "claude",
+        "work",
+        "pi",
+        "gemini",
+        "codex",
+        "kilo",
+        "goose",
+    ]
     return fh
 
 

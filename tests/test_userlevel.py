@@ -62,16 +62,24 @@ def test_bad_codex_sources_are_refused(tmp_path: Path, source: str, key: str) ->
 
 def test_discovery_finds_codex_at_codex_home(tmp_path: Path) -> None:
     fh = fake_home(tmp_path)
-    assert [s.name for s in cfg.discover(fh.env)] == ["claude", "work", "pi", "gemini", "codex"]
+    assert [s.name for s in cfg.discover(fh.env)] == [
+        "claude",
+        "work",
+        "pi",
+        "gemini",
+        "codex",
+        "kilo",
+        "goose",
+    ]
     (fh.home / ".codex").mkdir()
     found = cfg.discover(fh.env)
-    assert [(s.name, s.kind, s.why) for s in found][-1] == (
+    assert [(s.name, s.kind, s.why) for s in found][-3] == (
         "codex", cfg.CODEX, f"{fh.home / '.codex'} exists"
     )  # fmt: skip
     elsewhere = tmp_path / "codex-home"
     elsewhere.mkdir()
     found = cfg.discover({**fh.env, "CODEX_HOME": str(elsewhere)})
-    assert (found[-1].root, found[-1].why) == (
+    assert (found[-3].root, found[-3].why) == (
         elsewhere, f"$CODEX_HOME is set; {elsewhere} exists"
     )  # fmt: skip
 

@@ -118,10 +118,17 @@ class Keeper:
         them now."""
         config = self.config
         found: list[Kept] = []
-        for i, name, mapped in roots.list_roots(config):
+        listing, reals = roots.list_folders(config)
+        for i, name, mapped in listing:
+            if (i, name) in reals:
+                # Reached through a link, or in the project (goose's): its mirror would need
+                # the name its root gives it (Origin.via); not kept yet (issue 38).
+                continue
             spec = config.sources[i]
             slug = mapped if mapped is not None else slugs.canonical_slug(name)
-            folder = baselines.Folder(spec.name, spec.root, (name, *spec.tail), spec.own)
+            folder = baselines.Folder(
+                spec.name, spec.root, (name, *spec.tail), spec.own, spec.memory_names
+            )
             found.append(Kept(folder, slug))
         for kind in userlevel.kinds(config):
             slug = userlevel.slug_of(kind)

@@ -35,7 +35,7 @@ class Projects:
         if self.watcher is not None:
             await self.watcher.listing()
         elif not self.catalog.listed:
-            self.catalog.set_listing(await workers.run(roots.list_roots, self.catalog.config))
+            self.catalog.set_listing(*await workers.run(roots.list_folders, self.catalog.config))
 
     async def get(self, slug: str) -> Project:
         """``slug``'s project, loaded off this thread on first use; an empty one for a

@@ -37,13 +37,13 @@ import logging
 import math
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple, Protocol
+from typing import Protocol
 
 import trio
 
 from memfs.adapter import mapping, workers
+from memfs.adapter.batches import Job, Work, jobs_of
 from memfs.adapter.readahead import ReadAhead
 from memfs.adapter.turns import Turns
 from memfs.adapter.watches import (
@@ -57,6 +57,7 @@ from memfs.adapter.watches import (
     Watches,
 )
 from memfs.disk import roots, sources, state
+from memfs.disk.config import GOOSE
 from memfs.disk.inotify import (
     IN_CREATE,
     IN_DELETE,
@@ -130,41 +131,20 @@ class Listener(Protocol):
 STASH_MAX = 65_536  # events held back for watches not registered yet; past it: overflow
 
 
-@dataclass
-class _Work:
-    """What a batch of events asks to read: single paths, and whole origins."""
-
-    stats: set[tuple[str, int, str]] = field(default_factory=set)  # (slug, origin, path)
-    # (slug, origin, folder): what lies below a folder made, moved or gone is scanned;
-    # folder '' is the whole origin
-    scans: set[tuple[str, int, str]] = field(default_factory=set)
-    remaps: set[int] = field(default_factory=set)  # mapped sources whose map to read again
-
-    def __bool__(self) -> bool:
-        return bool(self.stats or self.scans or self.remaps)
-
-    def take(self, other: _Work) -> None:
-        self.stats |= other.stats
-        self.scans |= other.scans
-        self.remaps |= other.remaps
-
-
-class _Job(NamedTuple):
-    """One look a worker takes for a pass: a path's stat, a folder's scan or the origin's."""
-
-    project: Project
-    i: int  # the origin's index
-    origin: Origin
-    path: str | None  # the path to stat; None: scan (the origin, or `under`)
-    watched: set[str]  # for a scan: the folders watched already, copied
-    under: str = ""  # for a scan: the folder of the origin it is of ('' the whole)
-
-
-def _covers(folder: tuple[str, int, str], other: tuple[str, int, str]) -> bool:
-    """Whether a scan of ``folder`` (slug, origin, path) looks at ``other`` too: what lies
-    below it, or anything of the origin for its scan. Not the folder's own path, which may
-    be a file now (the scan then finds no folder, and the file needs its own look)."""
-    return folder[:2] == other[:2] and (not folder[2] or other[2].startswith(f"{folder[2]}/"))
+def _meanwhile(catalog: Catalog, project: Project) -> Work:
+    """What changed while a worker built ``project``: the folders that joined it (a mapped
+    folder whose map was read meanwhile), registered unread, to scan; and a slug source's
+    memory folder found to be a link (made before its watch, issue 38), whose root is
+    listed again."""
+    joined = [o for o in catalog.origins(project.slug) if project.origin_index(o) is None]
+    scans = {(project.slug, project.add_origin(o, sources.Scan()), "") for o in joined}
+    linked = {
+        o.source
+        for i, o in enumerate(project.origins)
+        if not catalog.config.sources[o.source].mapped
+        and (project.left_out_in(i, "") or "").startswith("symlink")
+    }
+    return Work(scans=scans, remaps=linked)
 
 
 class Watcher:
@@ -193,7 +173,7 @@ class Watcher:
         self._stashed = 0
         self._busy = 0  # worker calls that may add watches, in flight
         self._loads: dict[str, trio.Event] = {}  # slug ('' for the listing) -> loaded
-        self._send, self._receive = trio.open_memory_channel[list[Event] | _Work](math.inf)
+        self._send, self._receive = trio.open_memory_channel[list[Event] | Work](math.inf)
         self.ahead = ReadAhead(catalog)  # the adapter asks it too, after a write
         self.events = 0
         self.own_renames = 0  # renames of this process's, skipped (`read_events`)
@@ -207,7 +187,7 @@ class Watcher:
                 continue  # its folder is an origin of global/ only, watched when loaded
             self._watch_root(i)
             if source.mapped:  # its folders' markers are watched by a first remap
-                self._send.send_nowait(_Work(remaps={i}))
+                self._send.send_nowait(Work(remaps={i}))
 
     # --- loading ------------------------------------------------------------------
 
@@ -217,7 +197,7 @@ class Watcher:
             await self._once("", self._list)
 
     async def _list(self) -> None:
-        self.catalog.set_listing(await workers.run(roots.list_roots, self.catalog.config))
+        self.catalog.set_listing(*await workers.run(roots.list_folders, self.catalog.config))
 
     async def load(self, slug: str) -> Project | None:
         """The loaded project of ``slug``, built off the trio thread on first use; None
@@ -252,6 +232,8 @@ class Watcher:
         if self.catalog.loaded().get(slug) is not None or not self.catalog.has(slug):
             return  # it came or went meanwhile
         self.catalog.adopt(project)
+        if meanwhile := _meanwhile(self.catalog, project):
+            self._send.send_nowait(meanwhile)
         self.turns.settled()
         self.loads += 1
         self._register(project, pairs)
@@ -315,7 +297,7 @@ class Watcher:
     def recheck(self, project: Project, i: int, path: str) -> None:
         """A request found ``path`` of origin ``i`` changed on disk before inotify said so:
         read it again (off the request thread) and tell the adapter."""
-        self._send.send_nowait(_Work(stats={(project.slug, i, path)}))
+        self._send.send_nowait(Work(stats={(project.slug, i, path)}))
 
     # --- roots --------------------------------------------------------------------
 
@@ -354,7 +336,7 @@ class Watcher:
         if not self._watch_root(i):
             return
         if self.catalog.config.sources[i].mapped:
-            self._send.send_nowait(_Work(remaps={i}))  # its map, read in a worker
+            self._send.send_nowait(Work(remaps={i}))  # its map, read in a worker
             return
         for name in sources.list_slug_folders(self.catalog.config.sources[i].root):
             slug = self.catalog.folder_added(i, name)
@@ -381,7 +363,7 @@ class Watcher:
             async for item in self._receive:
                 await self._process([item, *self._queued()])
 
-    def _queued(self) -> list[list[Event] | _Work]:
+    def _queued(self) -> list[list[Event] | Work]:
         """Everything sent since: one pass takes it all in, each path looked at once.
 
         Events come faster than passes go when something on disk changes all the time
@@ -389,7 +371,7 @@ class Watcher:
         in memory without end (the soak's RSS grew 0.45 MiB a second), and the view ever
         further behind the disk. Merged, a pass costs one look per path changed, however
         many events named it, and what waits is at most what came during one pass."""
-        items: list[list[Event] | _Work] = []
+        items: list[list[Event] | Work] = []
         while True:
             try:
                 items.append(self._receive.receive_nowait())
@@ -403,15 +385,15 @@ class Watcher:
             self.events += len(batch)
             self._send.send_nowait(batch)
 
-    async def _process(self, items: list[list[Event] | _Work]) -> None:
+    async def _process(self, items: list[list[Event] | Work]) -> None:
         touched: dict[str, Project] = {}
-        work = _Work()
+        work = Work()
         for n, item in enumerate(items):  # in order: an event may change what the next means
             if n:
                 # Requests get their turn between two batches, as when each was a pass:
                 # a merged pass holds the trio thread no longer than one batch did.
                 await trio.lowlevel.checkpoint()
-            if isinstance(item, _Work):
+            if isinstance(item, Work):
                 work.take(item)
                 continue
             for wd, mask, name in item:
@@ -431,7 +413,7 @@ class Watcher:
                 results = await workers.run(self._read_jobs, jobs)
             finally:
                 self._busy -= 1
-            work = _Work()
+            work = Work()
             for job, result in zip(jobs, results, strict=True):
                 before.setdefault(job.project.slug, job.project.generation)
                 self._absorb(job, result, touched)
@@ -443,32 +425,12 @@ class Watcher:
             if slug in before and project.generation != before[slug]:
                 self.ahead.soon(project)
 
-    def _jobs(self, work: _Work) -> list[_Job]:
-        """Trio thread: each piece of work with what the worker needs, copied. A look that
-        a wider one covers (a folder's scan in the origin's, a stat in either) is left out."""
-        loaded = self.catalog.loaded()
-        jobs: list[_Job] = []
-        scanned: list[tuple[str, int, str]] = []  # sorted: a folder before what is below it
-        for slug, i, under in sorted(work.scans):
-            project = loaded.get(slug)
-            if project is None or i >= len(project.origins):
-                continue
-            if scanned and _covers(scanned[-1], (slug, i, under)):
-                continue
-            scanned.append((slug, i, under))
-            watched = set(self._folders.get((id(project), i), ()))
-            jobs.append(_Job(project, i, project.origins[i], None, watched, under))
-        for slug, i, path in sorted(work.stats):
-            project = loaded.get(slug)
-            if project is None or i >= len(project.origins):
-                continue
-            if any(_covers(s, (slug, i, path)) for s in scanned):
-                continue
-            jobs.append(_Job(project, i, project.origins[i], path, set()))
-        return jobs
+    def _jobs(self, work: Work) -> list[Job]:
+        """Trio thread: the worker's looks for ``work`` (`batches.jobs_of`)."""
+        return jobs_of(work, self.catalog.loaded(), self._folders)
 
     def _read_jobs(
-        self, jobs: list[_Job]
+        self, jobs: list[Job]
     ) -> list[tuple[int, sources.FileStat | str | tuple[sources.Scan, Pairs] | None]]:
         """Worker thread: stat each path, settle and scan each origin or folder; no project
         touched. Each result comes with when the look began (the project takes the latest)."""
@@ -486,7 +448,7 @@ class Watcher:
 
     def _absorb(
         self,
-        job: _Job,
+        job: Job,
         timed: tuple[int, sources.FileStat | str | tuple[sources.Scan, Pairs] | None],
         touched: dict[str, Project],
     ) -> None:
@@ -502,12 +464,14 @@ class Watcher:
             scan, pairs = result
             project.rescan(i, scan, at, job.under)
             self._register(project, pairs)
+            if mapping.found_link(self.catalog.config, origin, scan, job.under):
+                self._send.send_nowait(Work(remaps={origin.source}))  # made before its watch
         else:
             assert job.path is not None
             project.observe(i, job.path, result, at)
 
     def _handle(
-        self, wd: int, mask: int, name: str, work: _Work, touched: dict[str, Project]
+        self, wd: int, mask: int, name: str, work: Work, touched: dict[str, Project]
     ) -> None:
         """Trio thread, memory only: what one event asks to read."""
         if mask & IN_Q_OVERFLOW:
@@ -522,8 +486,9 @@ class Watcher:
             work.remaps.add(mapped.source)
         waiting = self._waiting.get(wd)
         for slug, i in waiting or ():
-            if slug in self.catalog.loaded():  # its memory folder may be there
-                work.scans.add((slug, i, ""))
+            if (project := self.catalog.loaded().get(slug)) is not None:
+                work.scans.add((slug, i, ""))  # its memory folder may be there, or a link to it
+                work.remaps |= mapping.relinks(self.catalog.config, project.origins[i], name)
         roots = wd in self._root_waits
         if roots and (not name or name in self._root_names):
             self._pending_roots(wd)
@@ -565,7 +530,7 @@ class Watcher:
             return
         work.stats.add((project.slug, target.origin, path))
 
-    def _hold(self, wd: int, mask: int, name: str, work: _Work) -> None:
+    def _hold(self, wd: int, mask: int, name: str, work: Work) -> None:
         """An event of a watch a worker just added: replayed once it is registered."""
         if not self._busy:
             return  # no watch is being added: this one is gone
@@ -575,7 +540,7 @@ class Watcher:
         self._stash.setdefault(wd, []).append((wd, mask, name))
         self._stashed += 1
 
-    def _forget(self, wd: int, work: _Work) -> None:
+    def _forget(self, wd: int, work: Work) -> None:
         """The kernel dropped a watch (its folder went): a folder made again is watched anew."""
         self._mapped.pop(wd, None)
         for slug, i in self._waiting.pop(wd, ()):
@@ -598,12 +563,16 @@ class Watcher:
                             (target.slug, target.origin)
                         )
 
-    def _root_event(self, target: Root, mask: int, name: str, work: _Work) -> None:
-        if not mask & IN_ISDIR and not mask & (IN_DELETE | IN_MOVED_FROM):
+    def _root_event(self, target: Root, mask: int, name: str, work: Work) -> None:
+        config = self.catalog.config
+        if config.sources[target.source].mapped or not mask & (
+            IN_ISDIR | IN_DELETE | IN_MOVED_FROM
+        ):
+            # Which project a mapped folder is (its marker, its manifest), or an entry that
+            # may be a link to a folder (issue 38): read again in a worker.
+            work.remaps.add(target.source)
             return
-        if self.catalog.config.sources[target.source].mapped:
-            work.remaps.add(target.source)  # which project it is, its marker says
-            return
+        work.remaps |= mapping.goose_sources(config)  # goose looks in the roots known
         if mask & (IN_CREATE | IN_MOVED_TO):
             slug = self.catalog.folder_added(target.source, name)
         else:
@@ -611,7 +580,7 @@ class Watcher:
         if slug is not None:
             self._slug_changed(slug, work)
 
-    def _slug_changed(self, slug: str, work: _Work, mapped: int | None = None) -> None:
+    def _slug_changed(self, slug: str, work: Work, mapped: int | None = None) -> None:
         """A folder of ``slug`` came or went at a source's root (at mapped source ``mapped``'s:
         each of its folders is read again, as one back in a project it left was watched all
         along)."""
@@ -628,7 +597,7 @@ class Watcher:
 
     # --- mapped sources (Gemini CLI) ----------------------------------------------
 
-    async def _remap(self, work: _Work, touched: dict[str, Project]) -> None:
+    async def _remap(self, work: Work, touched: dict[str, Project]) -> None:
         """Read the map of each source in ``work.remaps`` again, in one worker call, and
         move each folder whose project changed (a new id folder, a new or changed marker).
         After the listing, so no map read before it is taken in after it."""
@@ -645,19 +614,22 @@ class Watcher:
                 self._targets[read.root] = Root(read.source)
             self._mapped.update(read.roles)
             replay = [event for wd in read.watches() for event in self._stash.pop(wd, [])]
-            for slug in self.catalog.remap(read.source, read.mapping):
+            moved = self.catalog.remap(read.source, read.mapping, read.reals)
+            for slug in moved:
                 self._slug_changed(slug, work, read.source)
+            if moved and config.sources[read.source].kind != GOOSE:
+                work.remaps |= mapping.goose_sources(config)  # a new root may hold goose's
             for wd, mask, name in replay:
                 self._handle(wd, mask, name, work, touched)
 
     def refollow(self, slugs: list[str]) -> None:
         """Folders changed project outside any event (a move followed, adapter/moves.py)."""
-        work = _Work()
+        work = Work()
         for slug in slugs:
             self._slug_changed(slug, work)  # told, and a loaded project reads its new folders
         self._send.send_nowait(work)
 
-    def _overflow(self, work: _Work) -> None:
+    def _overflow(self, work: Work) -> None:
         self.overflows += 1
         log.warning("inotify queue overflowed; rescanning the loaded projects")
         for project in self.catalog.loaded().values():
@@ -677,7 +649,7 @@ def _added(watcher: Watcher, first: int) -> None:
     specs = [watcher.catalog.config.sources[i] for i in added]
     watcher.watches.roots = watcher.watches.roots | {s.root for s in specs if s.projects}
     watcher._root_names = watcher._root_names | {p for s in specs for p in s.root.parts}
-    work = _Work()
+    work = Work()
     for i, spec in zip(added, specs, strict=True):
         if not spec.projects:
             continue

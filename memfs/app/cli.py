@@ -31,7 +31,7 @@ from typing import Any, NoReturn
 from memfs import __version__
 from memfs.adapter.status import STATUS_XATTR
 from memfs.app import offline
-from memfs.disk import config, gemini, state
+from memfs.disk import config, roots, state
 from memfs.rules import slug
 from memfs.view import userlevel
 
@@ -239,7 +239,7 @@ def cmd_sources(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     if not cfg.sources:
         raise UserError(
             "no memory sources found (no ~/.claude, ~/.claude-*, $CLAUDE_CONFIG_DIR, "
-            "~/.pi/agent/memory, ~/.gemini or ~/.codex); create one or write "
+            "~/.pi/agent/memory, ~/.gemini, ~/.codex, Kilo Memory or goose); create one or write "
             "~/.config/memfs/config.toml"
         )
     print(f"sources: {where}")
@@ -247,8 +247,9 @@ def cmd_sources(args: argparse.Namespace, env: Mapping[str, str]) -> int:
         mark = "own " if s.own else "    "
         print(f"  {mark}{s.name:<12} {s.template}")
         print(f"       {'':<12} why: {s.why}")
-        # Gemini CLI's folders are named by ids: which project each is, or why none.
-        for line in gemini.describe(s.gemini_dir) if s.mapped else ():
+        # A mapped source's folders (Gemini CLI's ids, Kilo Code's hashed names, goose's in
+        # the projects): which project each is, or why none.
+        for line in roots.describe(cfg, s) if s.mapped else ():
             print(f"       {'':<12} {line}")
     # User-level memory (§4.1): which folders each global/<kind> shows, the own one first.
     for kind in userlevel.kinds(cfg):

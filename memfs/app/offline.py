@@ -25,7 +25,7 @@ def listed(config: Config) -> Catalog:
     catalog = Catalog(config, read_body=sources.read_file)
     for move in moves.followed_now(config.state_dir):  # moved projects (§4.2), as mounted
         catalog.follow(move.old_slug, move.new_slug, move.old_path)
-    catalog.set_listing(roots.list_roots(config))
+    catalog.set_listing(*roots.list_folders(config))
     return catalog
 
 

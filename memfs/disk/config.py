@@ -38,6 +38,17 @@ GEMINI_DEFAULT = "~/.gemini"
 # so its source lists no root (`projects` is False) and shows only under global/codex.
 CODEX = "codex"
 CODEX_DEFAULT = "~/.codex"
+# Kilo Code's Kilo Memory: `$XDG_DATA_HOME/kilo/memory/<name>-<sha1(root)[:12]>/`, each
+# folder's manifest.json naming its root (disk/kilo.py): mapped, read-only. Only its memory
+# files are read (`memory_names`): its state.json, manifest.json, index.kmem, .lock/ and
+# decisions.jsonl are the tool's own.
+KILO = "kilo"
+KILO_MEMORY = frozenset({"project.md", "environment.md", "corrections.md", "sessions"})
+# goose: `<root>/.goose/memory/` inside each project (disk/goose.py maps the project roots
+# memfs knows), and the user-level `$XDG_CONFIG_HOME/goose/memory/` (global/goose). Its
+# root is goose's config folder; mapped, read-only.
+GOOSE = "goose"
+MAPPED_KINDS = frozenset({GEMINI, KILO, GOOSE})
 # Source names appear in history names (`<source>@<time>.md`) and in folder names.
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$")
 
@@ -73,9 +84,14 @@ class SourceSpec:
 
     @property
     def mapped(self) -> bool:
-        """Whether its folders are named by ids that markers map to projects (Gemini CLI),
-        not by slugs."""
-        return self.kind == GEMINI
+        """Whether its folders are named by ids that markers map to projects (Gemini CLI,
+        Kilo Code) or found in projects (goose), not named by slugs."""
+        return self.kind in MAPPED_KINDS
+
+    @property
+    def memory_names(self) -> frozenset[str] | None:
+        """The top-level names its project folders hold memory under; None for all."""
+        return KILO_MEMORY if self.kind == KILO else None
 
     @property
     def gemini_dir(self) -> Path:
@@ -99,6 +115,17 @@ class SourceSpec:
 def codex_source(name: str, home: Path, why: str) -> SourceSpec:
     """The read-only source of Codex's folder ``home``: its ``memories/`` is global/codex."""
     return SourceSpec(name, f"{home}/memories", home, ("memories",), False, why, CODEX)
+
+
+def kilo_source(name: str, folder: Path, why: str) -> SourceSpec:
+    """The read-only source of Kilo Memory's folder ``folder`` (``<data>/kilo/memory``)."""
+    return SourceSpec(name, f"{folder}/<name>-<hash>", folder, (), False, why, KILO)
+
+
+def goose_source(name: str, folder: Path, why: str) -> SourceSpec:
+    """The read-only source of goose: its config folder ``folder`` (``memory/`` there is
+    global/goose) and ``<root>/.goose/memory`` in each project memfs knows."""
+    return SourceSpec(name, "<project root>/.goose/memory", folder, ("memory",), False, why, GOOSE)
 
 
 def pi_source(name: str, folder: Path, home: Path, why: str) -> SourceSpec:
@@ -363,12 +390,13 @@ def _source(raw: object, i: int, path: Path, home: Path) -> SourceSpec:
             f"{where}: 'name' must be 1-32 letters, digits, '_', '.' or '-', got {name!r}"
         )
     kind = raw.get("kind", TEMPLATE)
-    if kind in (GEMINI, CODEX):
+    if kind in _TOOLS:
         return _tool_folder(raw, name, where, home, kind)
     if kind != TEMPLATE:
         raise ConfigError(
             f'{where}: \'kind\' must be "{GEMINI}" (Gemini CLI\'s folder), "{CODEX}" '
-            f"(Codex's folder) or left out (a path with {SLUG_FIELD}), got {kind!r}"
+            f'(Codex\'s folder), "{KILO}" (Kilo Memory\'s folder), "{GOOSE}" (goose\'s '
+            f"config folder) or left out (a path with {SLUG_FIELD}), got {kind!r}"
         )
     if not isinstance(template, str):
         raise ConfigError(f"{where}: 'path' must be a string with {SLUG_FIELD}, got {template!r}")
@@ -376,13 +404,15 @@ def _source(raw: object, i: int, path: Path, home: Path) -> SourceSpec:
         raise ConfigError(f"{where}: 'own' must be true or false, got {own!r}")
     root, tail = parse_template(template, home, where)
     why = "own = true in the config" if own else "listed in the config"
+    root, why = follow_root(root, why)
     return SourceSpec(name, template, root, tail, own, why)
 
 
 def _tool_folder(raw: dict[str, Any], name: str, where: str, home: Path, kind: str) -> SourceSpec:
-    """A ``kind = "gemini"`` or ``"codex"`` source: ``path`` is the tool's folder (default
-    ~/.gemini, ~/.codex); read-only, since the tool rewrites what memfs shows of it."""
-    tool, default = ("Gemini CLI", GEMINI_DEFAULT) if kind == GEMINI else ("Codex", CODEX_DEFAULT)
+    """A ``kind = "gemini"``, ``"codex"``, ``"kilo"`` or ``"goose"`` source: ``path`` is the
+    tool's folder (`_TOOLS` has each default); read-only, since the tool rewrites what memfs
+    shows of it."""
+    tool, default, _ = _TOOLS[kind]
     if raw.get("own", False) is not False:
         raise ConfigError(
             f"{where}: 'own' must be false for a {kind} source: memfs only reads {tool}'s "
@@ -399,8 +429,34 @@ def _tool_folder(raw: dict[str, Any], name: str, where: str, home: Path, kind: s
         raise ConfigError(
             f"{where}: path {folder!r} must be absolute or start with '~/', without '.' or '..'"
         )
-    why = f"kind = {kind!r} in the config"
-    return gemini_source(name, found, why) if kind == GEMINI else codex_source(name, found, why)
+    found, why = follow_root(found, f"kind = {kind!r} in the config")
+    return _TOOLS[kind][2](name, found, why)
+
+
+# kind -> (the tool, its folder's default, its source given a name, the folder and why)
+_TOOLS: dict[str, tuple[str, str, Callable[[str, Path, str], SourceSpec]]] = {
+    GEMINI: ("Gemini CLI", GEMINI_DEFAULT, gemini_source),
+    CODEX: ("Codex", CODEX_DEFAULT, codex_source),
+    KILO: ("Kilo Code", "~/.local/share/kilo/memory", kilo_source),
+    GOOSE: ("goose", "~/.config/goose", goose_source),
+}
+
+
+def follow_root(folder: Path, why: str) -> tuple[Path, str]:
+    """A source folder that is a link (or lies below one) to a folder the user owns, as the
+    real folder it leads to, and why with that said (issue 38: users link memory folders to
+    synced places). Resolved once, here: inotify watches the real folder, and a link met
+    below a source's root is never followed. Anything else is kept as given."""
+    if folder == _resolved(folder):
+        return folder, why
+    try:
+        real = folder.resolve(strict=True)
+        st = real.stat()
+    except (OSError, RuntimeError):
+        return folder, why  # a dangling link: waited for as a missing folder
+    if not real.is_dir() or st.st_uid != os.geteuid():
+        return folder, f"{why}; a link to {real}, not a folder of yours: not followed"
+    return real, f"{why}; {folder} links to {real}"
 
 
 def _check_sources(sources: tuple[SourceSpec, ...], path: Path) -> None:
@@ -444,6 +500,7 @@ def discover(env: Mapping[str, str]) -> tuple[SourceSpec, ...]:
         seen.add(key)
         name = _unique(_account_name(config_dir), found)
         why = own_why if is_own else f"{config_dir} holds projects/"
+        config_dir, why = follow_root(config_dir, why)
         template = f"{config_dir}/projects/{SLUG_FIELD}/memory"
         root, tail = parse_template(template, home, "discovered source")
         found.append(SourceSpec(name, template, root, tail, is_own, why))
@@ -454,13 +511,20 @@ def discover(env: Mapping[str, str]) -> tuple[SourceSpec, ...]:
     pi, gemini = home / ".pi" / "agent" / "memory", home / ".gemini"
     codex_env = env.get("CODEX_HOME")
     codex = expand(codex_env, home) if codex_env else home / ".codex"
-    # (name, folder, the source of it given a name and why)
-    tools: list[tuple[str, Path, Callable[[str, str], SourceSpec]]] = [
-        ("pi", pi, lambda name, why: pi_source(name, pi, home, why)),
-        ("gemini", gemini, lambda name, why: gemini_source(name, gemini, why)),
+    # Kilo Memory under the XDG data folder (older builds: ~/.kilo/memory), goose's config
+    # folder under the XDG config folder (its memory/ is global/goose).
+    kilo = _xdg(env, "XDG_DATA_HOME", ".local/share") / "kilo" / "memory"
+    if not kilo.is_dir() and (home / ".kilo" / "memory").is_dir():
+        kilo = home / ".kilo" / "memory"
+    goose = _xdg(env, "XDG_CONFIG_HOME", ".config") / "goose"
+    # (name, folder, the source of it given a folder, a name and why)
+    tools: list[tuple[str, Path, Callable[[str, Path, str], SourceSpec]]] = [
+        ("pi", pi, lambda name, folder, why: pi_source(name, folder, home, why)),
+        ("gemini", gemini, gemini_source),
     ]
     if codex.is_absolute():
-        tools.append(("codex", codex, lambda name, why: codex_source(name, codex, why)))
+        tools.append(("codex", codex, codex_source))
+    tools += [("kilo", kilo, kilo_source), ("goose", goose, goose_source)]
     there = {name: folder.is_dir() for name, folder, _ in tools}  # one look each
     if not found and not any(there.values()):
         return ()
@@ -468,7 +532,8 @@ def discover(env: Mapping[str, str]) -> tuple[SourceSpec, ...]:
         why = f"{folder} exists" if there[name] else f"{folder} is not there yet: shown once made"
         if name == "codex" and codex_env:
             why = f"$CODEX_HOME is set; {why}"
-        found.append(source(_unique(name, found), why))
+        real, why = follow_root(folder, why)
+        found.append(source(_unique(name, found), real, why))
     # The own source first: it wins ties and receives writes.
     return tuple(sorted(found, key=lambda s: not s.own))
 
@@ -526,7 +591,8 @@ def check_mount(config: Config, mountpoint: Path) -> None:
     if not config.sources:
         raise ConfigError(
             "no memory sources found (no ~/.claude, ~/.claude-*, $CLAUDE_CONFIG_DIR, "
-            f"~/.pi/agent/memory, ~/.gemini or ~/.codex); create one or list sources in "
+            f"~/.pi/agent/memory, ~/.gemini, ~/.codex, Kilo Memory or goose); create one or "
+            "list sources in "
             f"{config_path_hint(config)}"
         )
     mnt = _resolved(mountpoint)

@@ -17,22 +17,26 @@ Code session in ``shop`` share one project. A root that does not exist is not ma
 parents may lie in another repository), nor is a marker memory cannot read as one
 absolute path.
 
+A ``tmp/<id>`` folder or its ``memory/`` may be a link to a folder the user owns (Gemini
+CLI follows both): followed once, here (mapped.py), and the project reads the real folder.
+
 Layer disk: reads the markers and projects.json (small files, no link followed below the
-Gemini folder) and walks up each root for ``.git``. Blocking: a worker thread's job while a
-mount serves.
+Gemini folder but a linked id folder) and walks up each root for ``.git``. Blocking: a
+worker thread's job while a mount serves.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import json
 import os
 import stat
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
-from memfs.disk import sources
+from memfs.disk import mapped, sources
+from memfs.disk.mapped import Mapping
 from memfs.rules import slug as slugs
 
 MARKER = ".project_root"
@@ -42,45 +46,52 @@ MARKER_MAX = 4096  # a path; a bigger file is not a marker
 REGISTRY_MAX = 1 << 20
 
 
-@dataclass(frozen=True)
-class Mapping:
-    """One ``tmp/<id>`` folder: the project root named for it, and that root's project."""
-
-    folder: str  # the id
-    root: str | None  # the absolute root its marker or projects.json names
-    slug: str | None  # the canonical slug of the root's project; None: not mapped
-    why: str  # where the root was read, or why the folder is not mapped
+__all__ = ["Mapping", "describe", "read_map", "read_registry"]
+MEMORY = "memory"
 
 
 def read_map(
     gemini: Path,
-    before: Callable[[Path], object] | None = None,
+    before: mapped.Before | None = None,
     moved: Callable[[str], str] | None = None,
 ) -> list[Mapping]:
-    """Every real folder of ``gemini/tmp`` (dot names aside), sorted by id, and its project.
+    """Every folder of ``gemini/tmp`` (a real one, or a link to one the user owns; dot names
+    aside), sorted by id, and its project.
 
-    ``before`` is called with each folder before its marker is read: the watcher watches
-    the folder first, so that a marker written after the read raises an event. ``moved``
-    maps a root read to this machine's, for another machine's folder (§12,
-    `slugs.rehome_path`).
+    ``before`` is called with the Gemini folder (projects.json, tmp) and each id folder (its
+    marker) before it is read: the watcher watches it first, so that a change after the
+    read raises an event. ``moved`` maps a root read to this machine's, for another
+    machine's folder (§12, `slugs.rehome_path`).
     """
+    if before is not None:
+        before(gemini, frozenset({REGISTRY, TMP}))
     registry, _ = read_registry(gemini)
     by_id: dict[str, str] = {}
     for root, folder in sorted(registry.items()):
         by_id.setdefault(folder, root)
     found = []
     tmp = gemini / TMP
-    for folder in sorted(sources.list_slug_folders(tmp)):
+    for folder in sorted(mapped.list_folders(tmp)):
         if folder.startswith(".") or not sources.valid_name(folder):
             continue
         if before is not None:
-            before(tmp / folder)
+            linked = mapped.followed(tmp / folder)[0] if mapped.is_link(tmp / folder) else None
+            # its marker, and memory/ (made, or replaced by a link)
+            before(linked or tmp / folder, frozenset({MARKER, MEMORY}))
         found.append(_mapping(tmp, folder, by_id.get(folder), moved))
     return found
 
 
 def _mapping(
     tmp: Path, folder: str, registered: str | None, moved: Callable[[str], str] | None = None
+) -> Mapping:
+    found = _mapped_root(tmp, folder, registered, moved)
+    real = mapped.real_memory(tmp, folder, (MEMORY,))
+    return dataclasses.replace(found, real=real) if real is not None else found
+
+
+def _mapped_root(
+    tmp: Path, folder: str, registered: str | None, moved: Callable[[str], str] | None
 ) -> Mapping:
     root: str | None
     try:
@@ -118,7 +129,11 @@ def _read_marker(tmp: Path, folder: str) -> str:
         FileNotFoundError: no marker; OSError or UnicodeDecodeError: one that cannot be
             read as a path (a link, a special file, too big, not UTF-8).
     """
-    with sources.open_folder(tmp, [folder]) as dir_fd:
+    # A linked id folder is read where it leads (followed once, mapped.py); the marker
+    # itself is never a link.
+    linked = mapped.followed(tmp / folder)[0] if mapped.is_link(tmp / folder) else None
+    place = (linked, []) if linked is not None else (tmp, [folder])
+    with sources.open_folder(*place) as dir_fd:
         fd = os.open(MARKER, sources.FILE_FLAGS, dir_fd=dir_fd)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
@@ -169,9 +184,5 @@ def describe(gemini: Path) -> list[str]:
     lines = [f"{REGISTRY}: unreadable ({broken})"] if broken else []
     if not found:
         lines.append(f"no project folders in {gemini / TMP} yet")
-    for m in found:
-        if m.slug is not None:
-            lines.append(f"{m.folder} -> {m.root} -> {m.slug} ({m.why})")
-        else:
-            lines.append(f"{m.folder}: not mapped: {m.why}")
+    lines += [mapped.line(m) for m in found]
     return lines

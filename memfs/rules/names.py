@@ -157,6 +157,18 @@ RULES: tuple[Rule, ...] = (
         F,
         f"{IN_FLIGHT}: Gemini CLI patch file",
     ),
+    # Kilo Code's memory folder (Kilo Memory, 7.7): each save writes
+    # `.<name>.<pid>.<ms>.<rand>.tmp` (0600) and renames it over the file, and a file it
+    # could not parse is set aside as `<name>.bad-<ms>`. A Kilo source reads its memory
+    # names only (config.KILO_MEMORY); these catch its files below them (sessions/).
+    _rule(
+        "kilo-tmp",
+        NO,
+        r"\..+\.[0-9]+\.[0-9]+\.[0-9a-z]+\.tmp",
+        F,
+        f"{IN_FLIGHT}: Kilo Code temp file",
+    ),
+    _rule("kilo-bad", NO, r".+\.bad-[0-9]{10,}", F, f"{TOOL_FILE}: Kilo Code's unreadable copy"),
     # Desktop litter: Finder's folder settings and AppleDouble resource forks.
     _rule("macos-ds-store", NO, r"\.DS_Store", F, f"{TOOL_FILE}: macOS folder settings"),
     _rule("macos-appledouble", NO, r"\._.+", F, f"{TOOL_FILE}: macOS resource fork"),

@@ -114,6 +114,8 @@ class PreambleInput:
         heading: what the frame's heading calls it: a project's memory, or (in global/)
             a tool's user-level memory.
         moved_from: the paths the project was moved from, whose memory it shows (§4.2).
+        lead: files a tool puts before everything else (Codex's memory_summary.md, which
+            it injects into every prompt), shown first, before the handoff.
     """
 
     project: str
@@ -125,6 +127,7 @@ class PreambleInput:
     more: int
     heading: str = "Project memory"
     moved_from: Sequence[str] = ()
+    lead: Sequence[Doc] = ()
 
 
 # --- PREAMBLE-<N>.md (§6) ------------------------------------------------------
@@ -587,6 +590,11 @@ def _pieces(inp: PreambleInput) -> list[_Piece]:
     """The content sections; a document that is not text goes to the index instead."""
     pieces = []
     listed: list[IndexEntry] = []
+    for doc in inp.lead:
+        if is_text(doc.body):
+            pieces.append(_doc_piece("Summary", doc))
+        else:
+            listed.append(_not_text_entry(doc))
     if inp.handoff is not None:
         if is_text(inp.handoff.body):
             pieces.append(_handoff_piece(inp.handoff))

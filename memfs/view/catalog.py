@@ -20,12 +20,13 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping
+from pathlib import Path
 
 from sortedcontainers import SortedDict
 
 from memfs.disk import baselines, sources, staging, state
 from memfs.disk.config import Config
-from memfs.disk.roots import Listing
+from memfs.disk.roots import Listing, Reals
 from memfs.rules import moves, names
 from memfs.rules import slug as slugs
 from memfs.view import userlevel
@@ -60,13 +61,16 @@ class Catalog:
         self._dropped: list[Project] = []
         self._empty: dict[str, Project] = {}  # canonical slug no source holds -> its view
         # root changes before the listing: (added, source, folder name, mapped slug)
-        self._early: list[tuple[bool, int, str, str | None]] = []
+        self._early: list[tuple[bool, int, str, str | None, Path | None]] = []
         # A mapped (Gemini CLI) source's folders: source -> folder name -> its slug
         self._mapped: dict[int, dict[str, str]] = {}
         # The moves followed (§4.2): old canonical slug -> the slug it moved to, and its
         # old path. Every folder of the old slug is listed under the end of its chain.
         self._moved: dict[str, str] = {}
         self._moved_paths: dict[str, str] = {}
+        # (source, folder name) -> its real memory folder, for a folder reached through a
+        # link or kept outside its source's root (the listing's `Reals`)
+        self._reals: Reals = {}
         # global/<kind> -> its origins (§4.1): fixed by the config, listed or not
         self._global = {
             userlevel.slug_of(k): userlevel.origins(config, userlevel.slug_of(k))
@@ -77,18 +81,20 @@ class Catalog:
     def listed(self) -> bool:
         return self._slugs is not None
 
-    def set_listing(self, found: Listing) -> None:
-        """Take in the sources' roots as listed (`roots.list_roots`, read by the caller),
-        and what the watcher reported while it was read. Once: a later listing is ignored."""
+    def set_listing(self, found: Listing, reals: Reals | None = None) -> None:
+        """Take in the sources' roots as listed (`roots.list_folders`, read by the caller:
+        the folders, and the real folder of those reached through a link), and what the
+        watcher reported while it was read. Once: a later listing is ignored."""
         if self._slugs is not None:
             return
         self._slugs = SortedDict()
+        self._reals.update(reals or {})
         for i, name, slug in found:
             self._add(i, name, slug)
         early, self._early = self._early, []
-        for added, i, name, slug in early:
+        for added, i, name, slug, real in early:
             if added:
-                self.folder_added(i, name, slug)
+                self.folder_added(i, name, slug, real or self._reals.get((i, name)))
             else:
                 self.folder_removed(i, name)
 
@@ -148,7 +154,7 @@ class Catalog:
             return True  # global/'s origins are fixed by the config
         if not self.config.sources[origin.source].mapped:
             return True  # a slug folder is its slug's for as long as it exists
-        return (origin.source, origin.parts[0]) in self._slugs.get(slug, ())
+        return (origin.source, origin.key[0]) in self._slugs.get(slug, ())
 
     def origins(self, slug: str) -> list[Origin]:
         """Every folder of ``slug``: each source's, then where the state folder keeps the
@@ -168,7 +174,7 @@ class Catalog:
             return None
         name = self.config.sources[origin.source].name
         root = baselines.kept_root(self.config.state_dir, name)
-        return Origin(origin.source, root, origin.parts, kept=True)
+        return Origin(origin.source, root, origin.key, kept=True)
 
     def build(
         self,
@@ -212,7 +218,11 @@ class Catalog:
     def _origin(self, source: int, name: str) -> Origin:
         spec = self.config.sources[source]
         moved = not spec.mapped and self._named(source, name) in self._moved
-        return Origin(source, spec.root, (name, *spec.tail), moved=moved)
+        key = (name, *spec.tail)
+        real = self._reals.get((source, name))
+        if real is not None:  # read where the link leads; nothing below it is followed
+            return Origin(source, real, (), spec.memory_names, via=key, moved=moved)
+        return Origin(source, spec.root, key, spec.memory_names, moved=moved)
 
     # --- moved projects (§4.2) ------------------------------------------------------
 
@@ -247,14 +257,14 @@ class Catalog:
         # unread: the next request then loads the project whole (its folders scanned),
         # instead of seeing it empty until the watcher has read them.
         self._empty.pop(new, None)
-        touched = self._relist(moved) | {new}
+        touched = self._refollow(moved) | {new}
         for slug in touched:
             project = self._projects.get(slug)
             if project is not None:
                 project.set_moved_from(self.moved_from(slug))
         return sorted(touched)
 
-    def _relist(self, moved: dict[str, str]) -> set[str]:
+    def _refollow(self, moved: dict[str, str]) -> set[str]:
         """Take ``moved`` as the moves followed: each slug folder whose project changes
         leaves the old one and joins the new (O(folders listed), only when a move is
         followed). Returns the slugs whose folders changed."""
@@ -283,15 +293,20 @@ class Catalog:
             old: (moves.final_slug(self._moved, old), self._moved_paths[old]) for old in self._moved
         }
 
-    def folder_added(self, source: int, name: str, mapped: str | None = None) -> str | None:
+    def folder_added(
+        self, source: int, name: str, mapped: str | None = None, real: Path | None = None
+    ) -> str | None:
         """A slug folder appeared in a source's root (a mapped source's folder: with the
-        slug it maps to); returns its canonical slug."""
+        slug it maps to; one reached through a link: with its real folder); returns its
+        canonical slug."""
         if self._slugs is None:
-            self._early.append((True, source, name, mapped))  # taken in after the listing
+            self._early.append((True, source, name, mapped, real))  # taken in after the listing
             return None
         canonical = self._add(source, name, mapped)
         if canonical is None:
             return None
+        if real is not None:  # after _add, which drops a mapped folder's old project first
+            self._reals[source, name] = real
         empty = self._empty.pop(canonical, None)
         if empty is not None:
             self._projects[canonical] = empty  # the same object: handles and inodes stay
@@ -303,7 +318,7 @@ class Catalog:
 
     def folder_removed(self, source: int, name: str) -> str | None:
         if self._slugs is None:
-            self._early.append((False, source, name, None))
+            self._early.append((False, source, name, None, None))
             return None
         if not sources.valid_name(name):
             return None
@@ -327,6 +342,7 @@ class Catalog:
             if not folders:
                 del self._projects[canonical]
                 self._dropped.append(project)
+        self._reals.pop((source, name), None)
         return canonical
 
     def take_dropped(self) -> list[Project]:
@@ -336,21 +352,62 @@ class Catalog:
         dropped, self._dropped = self._dropped, []
         return dropped
 
-    def remap(self, source: int, mapping: dict[str, str]) -> list[str]:
+    def remap(
+        self, source: int, mapping: dict[str, str], reals: Mapping[str, Path] | None = None
+    ) -> list[str]:
         """Mapped source ``source``'s folders map as ``mapping`` says now (folder name ->
-        slug; a folder that maps to no project is not in it): each folder whose project
-        changed leaves the old one and joins the new. Memory only; returns the slugs whose
-        folders changed, sorted. Needs the listing (the watcher lists first)."""
+        slug; a folder that maps to no project is not in it), their real folders as
+        ``reals`` says (folder name -> its real folder, for those reached through a link or
+        kept in the project): each folder whose project or real folder changed leaves the
+        old one and joins the new. Memory only; returns the slugs whose folders changed,
+        sorted. Needs the listing (the watcher lists first)."""
         assert self._slugs is not None, "remapped before the listing"
+        reals = reals or {}
+        if not self.config.sources[source].mapped:
+            return self._relist(source, set(mapping), reals)
         before = dict(self._mapped.get(source, {}))
+        moved = {n for n in before if self._reals.get((source, n)) != reals.get(n)}
         touched = set()
         for name, slug in before.items():
-            if mapping.get(name) != slug:
+            if mapping.get(name) != slug or name in moved:
                 touched.add(self.folder_removed(source, name))
         for name, slug in sorted(mapping.items()):
-            if before.get(name) != slug:
-                touched.add(self.folder_added(source, name, slug))
+            if before.get(name) != slug or name in moved:
+                touched.add(self.folder_added(source, name, slug, reals.get(name)))
         return sorted(s for s in touched if s is not None)
+
+    def _relist(self, source: int, names: set[str], reals: Mapping[str, Path]) -> list[str]:
+        """Slug source ``source``'s root holds the folders ``names`` now, those in ``reals``
+        reached through a link (issue 38: a link made, changed or gone while mounted): each
+        folder that came or went joins or leaves its project, and one that leads elsewhere
+        now is read there (`_relink`). O(listing)."""
+        assert self._slugs is not None
+        listed = {n for folders in self._slugs.values() for s, n in folders if s == source}
+        touched = {self.folder_removed(source, n) for n in sorted(listed - names)}
+        for n in sorted(names):
+            if n not in listed:
+                touched.add(self.folder_added(source, n, None, reals.get(n)))
+            elif self._reals.get((source, n)) != reals.get(n):
+                touched.add(self._relink(source, n, reals.get(n)))
+        return sorted(s for s in touched if s is not None)
+
+    def _relink(self, source: int, name: str, real: Path | None) -> str:
+        """Listed folder ``name`` of slug source ``source`` leads to ``real`` now (None: no
+        link): a loaded project reads the new folder in place of the old, so that it stays
+        the same project (its inodes, what the kernel was told) and tells of each change."""
+        canonical = self._slug_of(source, name)  # its project: rehomed, moves followed
+        old = self._origin(source, name)
+        if real is None:
+            self._reals.pop((source, name), None)
+        else:
+            self._reals[source, name] = real
+        project = self._projects.get(canonical)
+        if project is not None:
+            i = project.origin_index(old)
+            if i is not None:
+                project.rescan(i, sources.Scan(exists=False))  # every version of it goes
+            project.add_origin(self._origin(source, name), sources.Scan())  # read next
+        return canonical
 
     def own_place(self, slug: str) -> staging.Place | None:
         """Where writes to ``slug`` land: the own source's folder named by the canonical slug
@@ -358,9 +415,12 @@ class Catalog:
         if slug in self._global:
             found = self.own_origin(slug)
             return None if found is None else staging.Place(found.root, found.parts)
-        own = self.config.own
+        own, own_index = self.config.own, self.config.own_index
         if own is None:
             return None
+        real = self._reals.get((own_index, slug)) if own_index is not None else None
+        if real is not None:
+            return staging.Place(real, ())  # the own folder is a link: written where it leads
         return staging.Place(own.root, (slug, *own.tail))
 
     def own_origin(self, slug: str) -> Origin | None:
@@ -368,6 +428,8 @@ class Catalog:
         if slug in self._global:
             return userlevel.own_origin(self.config, slug)
         own, place = self.config.own_index, self.own_place(slug)
+        if own is not None and (own, slug) in self._reals:
+            return self._origin(own, slug)  # a link: the origin the project holds
         return None if own is None or place is None else Origin(own, place.root, place.parts)
 
     def own_folder_made(self, slug: str, saved: state.Saved) -> Project:

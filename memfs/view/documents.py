@@ -130,7 +130,7 @@ class Documents:
                 for v in (leaf.version, *leaf.others):
                     found[v] = cap
         handoffs = [v for v in reversed(project.handoffs) if v.mtime_ns <= now][:SPARE_READS]
-        for v in handoffs:
+        for v in [*handoffs, *project.leads()]:
             found[v] = cap
         by_mtime = project.by_mtime
         end = by_mtime.bisect_key_right((now, "\U0010ffff"))
@@ -269,14 +269,16 @@ class Documents:
         if end < len(by_mtime):
             due.at(by_mtime[end].mtime_ns)
         inlined = latest is not None and latest[1] is not None
+        leads = [v for v in project.leads() if v.mtime_ns <= now]
+        lead = [d for v in leads if (d := self._doc(project, v, files_at, now, due)) is not None]
         newest: list[preamble.Doc] = []
         rest: list[preamble.IndexEntry] = []
         reads = 0  # whole-file reads for the newest section: bounded, see below
         for pos in range(end - 1, -1, -1):
             v = by_mtime[pos]
             is_latest = latest is not None and v is latest[0]
-            if is_latest and inlined:
-                continue
+            if (is_latest and inlined) or v in leads:
+                continue  # shown above
             # Superseded handoffs are never inlined (§6.4): a stale handoff read as
             # current derails an agent. Nor is the latest when it is not text.
             superseded = latest is not None and not is_latest and _is_handoff(v)
@@ -298,7 +300,7 @@ class Documents:
                     break
                 continue
             rest.append(self._index_entry(project, v, files_at, now, due, superseded, not_text))
-        eligible = end - (1 if inlined else 0)
+        eligible = end - (1 if inlined else 0) - len(leads)
         inp = preamble.PreambleInput(
             project=project.slug,
             files_at=files_at or _real_folder(project),
@@ -309,6 +311,7 @@ class Documents:
             more=max(0, eligible - len(newest) - len(rest)),
             heading="Project memory" if kind_of(project.slug) is None else "User-level memory",
             moved_from=project.moved_from,
+            lead=lead,
         )
         data = preamble.render(inp, budget=budget, file_cap=settings.file_cap)
         return data, due.ns

@@ -23,8 +23,8 @@ from typing import Any
 
 from sortedcontainers import SortedKeyList
 
-from memfs.disk.config import GEMINI, Config
-from memfs.rules import history, names, preamble
+from memfs.disk.config import CODEX, GEMINI, Config
+from memfs.rules import history, layouts, names, preamble
 from memfs.rules.tree import ROOT, Tree, parent_of
 from memfs.view.documents import BodyRead, BodyReader, Documents
 from memfs.view.holdings import Holdings, cached_path_rule
@@ -234,7 +234,17 @@ class Project(Holdings):
         if not names.feeds_preamble(path):
             return False
         source = self.config.sources[self.origins[head.origin].source]
+        if source.kind == CODEX:
+            return not layouts.codex_generated(path)
         return not (source.kind == GEMINI and names.gemini_draft(path))
+
+    def leads(self) -> list[Version]:
+        """Heads PREAMBLE.md shows first, before the handoff: Codex's memory_summary.md,
+        which Codex injects into every prompt (its version from a Codex folder)."""
+        head = self._heads.get(layouts.CODEX_SUMMARY)
+        if head is None or self.config.sources[self.origins[head.origin].source].kind != CODEX:
+            return []
+        return [head]
 
     def _newest_first(self, versions: Iterable[Version]) -> list[Version]:
         """Newest first; equal mtimes in config order, so no scan order shows through."""

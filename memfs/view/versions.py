@@ -50,6 +50,16 @@ class Origin:
     # read-only here whatever its source, so the own account's old folder is never
     # written, pruned or taken for the own version; writes land under the new slug.
     moved: bool = False
+    # A folder reached through a link, or kept outside its source's root (goose's, in the
+    # project): ``root`` is the real folder and ``parts`` empty, and this names it as the
+    # source's root does (its folder name, then the tail), for the state folder's mirror
+    # and the catalog's map (issue 38). Empty for every other folder.
+    via: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> tuple[str, ...]:
+        """The folder as its source's root names it: ``via``, else ``parts``."""
+        return self.via or self.parts
 
     def admits(self, path: str) -> bool:
         """Whether ``path`` (in this folder) is memory of this origin."""
