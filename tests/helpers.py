@@ -39,6 +39,10 @@ PI_SLUG = "-home-a-my_proj.v2"  # pi keeps every character but '/'
 
 XDG_VARS = ("XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME")
 
+# The sources a fake home's config discovers, in their order: the own Claude Code account,
+# the other account, pi, then each tool memfs knows by its folder.
+DISCOVERED = ("claude", "work", "pi", "gemini", "codex", "kilo", "goose")
+
 
 def at(seconds: float) -> int:
     """An mtime in nanoseconds, ``seconds`` after T0."""
@@ -237,15 +241,7 @@ def make_sample(base: Path) -> Sample:
     write(home.pi(PI_ONLY_FOLDER) / "p.md", "p\n", at(1))
     mnt = base / "mnt"
     config = home.config()
-    assert [s.name for s in config.sources] == [
-        "claude",
-        "work",
-        "pi",
-        "gemini",
-        "codex",
-        "kilo",
-        "goose",
-    ]
+    assert [s.name for s in config.sources] == list(DISCOVERED)
     assert config.own is not None
     assert config.own.name == "claude"
     return Sample(home, own, work, pi, mnt, build(home, mnt, config))

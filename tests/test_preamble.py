@@ -9,7 +9,7 @@ from pathlib import Path
 from unittest import mock
 
 import pytest
-from helpers import FakeHome, at, fake_home, load_project, write
+from helpers import DISCOVERED, FakeHome, at, fake_home, load_project, write
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -1033,15 +1033,7 @@ NOW = at(1000)
 def fh(tmp_path: Path) -> FakeHome:
     """Sources claude (own), work and pi, in that config order."""
     fh = fake_home(tmp_path)
-    assert [s.name for s in fh.config().sources] == [
-        "claude",
-        "work",
-        "pi",
-        "gemini",
-        "codex",
-        "kilo",
-        "goose",
-    ]
+    assert [s.name for s in fh.config().sources] == list(DISCOVERED)
     return fh
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from helpers import (
     CLAUDE_SLUG,
+    DISCOVERED,
     PI_SLUG,
     FakeHome,
     at,
@@ -45,15 +46,7 @@ FILES_AT = "/mnt/memfs/-home-a-my-proj-v2"
 def fh(tmp_path: Path) -> FakeHome:
     """Sources claude (own), work and pi, in that config order."""
     fh = fake_home(tmp_path)
-    assert [s.name for s in fh.config().sources] == [
-        "claude",
-        "work",
-        "pi",
-        "gemini",
-        "codex",
-        "kilo",
-        "goose",
-    ]
+    assert [s.name for s in fh.config().sources] == list(DISCOVERED)
     return fh
 
 

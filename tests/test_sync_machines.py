@@ -16,21 +16,20 @@ joins the same way; `remove` stops it and takes its folders out of the view.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
 import os
 import secrets
-import shutil
-import signal
 import subprocess
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from mounting import ENV_DROPPED, Mount, Sandbox, SourceDef, require_fuse, unavailable, wait_until
+import syncthing_lab as lab
+from mounting import ENV_DROPPED, Mount, Sandbox, SourceDef, require_fuse, wait_until
+from syncthing_lab import Namespace, read, set_text
 
 from memfs.rules.slug import claude_slug
 
@@ -39,20 +38,7 @@ pytestmark = [pytest.mark.mount, pytest.mark.timeout(240)]
 PROJECT = "src/shop"  # the same path below each machine's home
 START_DEADLINE = 30.0
 SYNC_DEADLINE = 30.0
-STOP_DEADLINE = 10.0
-# Nothing may leave loopback, nothing may phone home (tests/test_syncthing.py's list).
-OPTIONS = {
-    "globalAnnounceEnabled": "false",
-    "localAnnounceEnabled": "false",
-    "relaysEnabled": "false",
-    "natEnabled": "false",
-    "stunKeepaliveStartS": "0",
-    "announceLANAddresses": "false",
-    "urAccepted": "-1",
-    "crashReportingEnabled": "false",
-    "autoUpgradeIntervalH": "0",
-    "startBrowser": "false",
-}
+OPTIONS = lab.OPTIONS  # nothing may leave loopback, nothing may phone home
 
 
 @dataclass
@@ -140,79 +126,18 @@ def prepare_syncthing(m: Machine) -> None:
     gui, options = root.find("gui"), root.find("options")
     assert gui is not None
     assert options is not None
-    _set(gui, "address", str(m.sock))
-    _set(gui, "apikey", "memfs-test-" + secrets.token_hex(8))
-    _set(options, "listenAddress", f"tcp://127.0.0.1:{m.port}")
+    set_text(gui, "address", str(m.sock))
+    set_text(gui, "apikey", "memfs-test-" + secrets.token_hex(8))
+    set_text(options, "listenAddress", f"tcp://127.0.0.1:{m.port}")
     for key, value in OPTIONS.items():
-        _set(options, key, value)
+        set_text(options, key, value)
     tree.write(path)
-
-
-def _set(parent: ET.Element, tag: str, text: str) -> None:
-    child = parent.find(tag)
-    if child is None:
-        child = ET.SubElement(parent, tag)
-    child.text = text
-
-
-@dataclass
-class Namespace:
-    name: str
-    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
-
-    def ip(self, *args: str) -> None:
-        subprocess.run(["ip", *args], capture_output=True, timeout=10, check=True)
-
-    def start(self, m: Machine) -> None:
-        cmd = ["ip", "netns", "exec", self.name, "syncthing", "serve", f"--home={m.st_home}"]
-        cmd += ["--no-browser", "--no-restart", "--no-upgrade", "--logflags=0"]
-        with open(m.log, "ab") as log:
-            m.proc = subprocess.Popen(
-                cmd,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=m.env(),
-                start_new_session=True,
-            )
-        self.procs.append(m.proc)
-
-    def close(self) -> None:
-        for proc in self.procs:
-            if proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGTERM)
-        for proc in self.procs:
-            try:
-                proc.wait(STOP_DEADLINE)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(STOP_DEADLINE)
-        with contextlib.suppress(subprocess.SubprocessError, OSError):
-            self.ip("netns", "del", self.name)
 
 
 @pytest.fixture
 def netns() -> Iterator[Namespace]:
-    missing = [tool for tool in ("syncthing", "ip") if shutil.which(tool) is None]
-    if missing:
-        unavailable(f"{', '.join(missing)} not installed (.ci/setup-tests installs them)")
-    ns = Namespace(f"memfs-sync39-{os.getpid()}-{secrets.token_hex(3)}")
-    try:
-        ns.ip("netns", "add", ns.name)
-    except subprocess.CalledProcessError as exc:
-        unavailable(f"cannot create a network namespace: {exc.stderr.decode().strip()}")
-    try:
-        ns.ip("netns", "exec", ns.name, "ip", "link", "set", "lo", "up")
+    with lab.namespace("memfs-sync39") as ns:
         yield ns
-    finally:
-        ns.close()
-
-
-def read(path: Path) -> bytes:
-    with open(path, "rb") as f:
-        return f.read()
 
 
 def device_of(init_output: str) -> str:

@@ -26,18 +26,17 @@ import http.client
 import json
 import os
 import secrets
-import shutil
-import signal
 import socket
 import subprocess
 import threading
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+import syncthing_lab as lab
 from mounting import (
     ENV_DROPPED,
     Mount,
@@ -45,9 +44,9 @@ from mounting import (
     SourceDef,
     require_fuse,
     slug_of,
-    unavailable,
     wait_until,
 )
+from syncthing_lab import Namespace, read, set_text
 
 from memfs.rules import names
 
@@ -68,30 +67,9 @@ SYNC_DEADLINE = 20.0  # seconds for one change to cross
 RECV_KIB_S = 256  # each machine's limit on what it receives, in KiB/s
 BIG = 640 * 1024  # bytes: under memfs's 1 MiB cap, in flight for a second and more
 START_DEADLINE = 20.0  # seconds for both instances to start and connect
-STOP_DEADLINE = 10.0
 API_KEY = "memfs-test-" + secrets.token_hex(8)
-# Options set before the first start: nothing may leave loopback, nothing may phone home.
-OPTIONS = {
-    "globalAnnounceEnabled": "false",
-    "localAnnounceEnabled": "false",
-    "relaysEnabled": "false",
-    "natEnabled": "false",
-    "stunKeepaliveStartS": "0",  # 0 turns STUN off
-    "announceLANAddresses": "false",
-    "urAccepted": "-1",  # usage reporting declined
-    "crashReportingEnabled": "false",
-    "autoUpgradeIntervalH": "0",
-    "startBrowser": "false",
-    "limitBandwidthInLan": "true",  # loopback is LAN: without this, no limit applies
-}
-
-
-def require_tools() -> None:
-    """Skip without syncthing or ip, saying so; with CI=true, fail instead."""
-    missing = [tool for tool in ("syncthing", "ip") if shutil.which(tool) is None]
-    if not missing:
-        return
-    unavailable(f"{', '.join(missing)} not installed (.ci/setup-tests installs them)")
+# The lab's options, and a limit that applies on loopback too (loopback is LAN).
+OPTIONS = {**lab.OPTIONS, "limitBandwidthInLan": "true"}
 
 
 # --- the REST API over a Unix socket ----------------------------------------------------
@@ -207,13 +185,6 @@ def generate(machine: Machine) -> None:
     assert len(machine.device_id) == 63, found.stdout
 
 
-def _set(parent: ET.Element, tag: str, text: str) -> None:
-    child = parent.find(tag)
-    if child is None:
-        child = ET.SubElement(parent, tag)
-    child.text = text
-
-
 def _folder(
     template: ET.Element, fid: str, path: Path, kind: str, devices: list[str]
 ) -> ET.Element:
@@ -241,13 +212,13 @@ def configure(me: Machine, peer: Machine) -> None:
     root = tree.getroot()
     gui = root.find("gui")
     assert gui is not None
-    _set(gui, "address", str(me.sock))  # a path: Syncthing listens on a Unix socket
-    _set(gui, "apikey", API_KEY)
+    set_text(gui, "address", str(me.sock))  # a path: Syncthing listens on a Unix socket
+    set_text(gui, "apikey", API_KEY)
     options = root.find("options")
     assert options is not None
-    _set(options, "listenAddress", f"tcp://127.0.0.1:{me.port}")
+    set_text(options, "listenAddress", f"tcp://127.0.0.1:{me.port}")
     for key, value in OPTIONS.items():
-        _set(options, key, value)
+        set_text(options, key, value)
     template = root.find("defaults/folder")
     assert template is not None
     ids = [me.device_id, peer.device_id]
@@ -256,10 +227,10 @@ def configure(me: Machine, peer: Machine) -> None:
     device = ET.Element("device", id=peer.device_id, name=peer.name, compression="metadata")
     # Only a dials (b has no address for a, and no discovery): two machines dialling each
     # other at once left a TLS hello waiting for Syncthing's 20 s timeout now and then.
-    _set(device, "address", f"tcp://127.0.0.1:{peer.port}" if me.name == "a" else "dynamic")
-    _set(device, "autoAcceptFolders", "false")
+    set_text(device, "address", f"tcp://127.0.0.1:{peer.port}" if me.name == "a" else "dynamic")
+    set_text(device, "autoAcceptFolders", "false")
     # Slow enough that a transfer stays in flight for a look, fast enough for the test.
-    _set(device, "maxRecvKbps", str(RECV_KIB_S))
+    set_text(device, "maxRecvKbps", str(RECV_KIB_S))
     position = list(root).index(gui)
     for n, element in enumerate((own, received, device)):
         root.insert(position + n, element)
@@ -273,76 +244,10 @@ def configure(me: Machine, peer: Machine) -> None:
 # --- the network namespace and the processes in it --------------------------------------
 
 
-@dataclass
-class Namespace:
-    name: str
-    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
-
-    def ip(self, *args: str) -> None:
-        subprocess.run(["ip", *args], capture_output=True, timeout=10, check=True)
-
-    def start(self, machine: Machine) -> None:
-        cmd = [
-            "ip",
-            "netns",
-            "exec",
-            self.name,
-            "syncthing",
-            "serve",
-            f"--home={machine.st_home}",
-            "--no-browser",
-            "--no-restart",
-            "--no-upgrade",
-            "--logflags=0",
-        ]
-        with open(machine.log, "ab") as log:
-            # `ip netns exec` execs syncthing: the pid is syncthing's, and its group ours.
-            machine.proc = subprocess.Popen(
-                cmd,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=machine.env(),
-                start_new_session=True,
-            )
-        self.procs.append(machine.proc)
-
-    def close(self) -> list[str]:
-        """Stop every process this test started in the namespace, then delete it."""
-        forced = []
-        for proc in self.procs:
-            if proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGTERM)
-        for proc in self.procs:
-            try:
-                proc.wait(STOP_DEADLINE)
-            except subprocess.TimeoutExpired:
-                forced.append(f"syncthing {proc.pid} ignored SIGTERM: killed")
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(STOP_DEADLINE)
-        with contextlib.suppress(subprocess.SubprocessError, OSError):
-            self.ip("netns", "del", self.name)
-        return forced
-
-
 @pytest.fixture
 def netns() -> Iterator[Namespace]:
-    """A network namespace with only loopback, up; deleted with its processes afterwards."""
-    require_tools()
-    ns = Namespace(f"memfs-sync-{os.getpid()}-{secrets.token_hex(3)}")
-    try:
-        ns.ip("netns", "add", ns.name)
-    except subprocess.CalledProcessError as exc:
-        unavailable(f"cannot create a network namespace: {exc.stderr.decode().strip()}")
-    try:
-        ns.ip("netns", "exec", ns.name, "ip", "link", "set", "lo", "up")
+    with lab.namespace("memfs-sync") as ns:
         yield ns
-    finally:
-        forced = ns.close()
-        if forced:
-            print("syncthing teardown had to force:", *forced, sep="\n  ")
 
 
 # --- what the test looks at --------------------------------------------------------------
@@ -424,11 +329,6 @@ def synced(sender: Machine, receiver: Machine) -> bool:
     """The receiver's copy of the sender's own folder is what it shares, byte for byte."""
     sent = {path: body for path, body in tree(sender.own).items() if shared(path)}
     return sent == tree(receiver.received(sender))
-
-
-def read(path: Path) -> bytes:
-    with open(path, "rb") as f:
-        return f.read()
 
 
 def history(machine: Machine, path: str) -> dict[str, bytes]:

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import fake_home, write
+from helpers import DISCOVERED, fake_home, write
 
 from memfs.app import mount
 from memfs.disk import config as cfg
@@ -62,15 +62,7 @@ def test_bad_codex_sources_are_refused(tmp_path: Path, source: str, key: str) ->
 
 def test_discovery_finds_codex_at_codex_home(tmp_path: Path) -> None:
     fh = fake_home(tmp_path)
-    assert [s.name for s in cfg.discover(fh.env)] == [
-        "claude",
-        "work",
-        "pi",
-        "gemini",
-        "codex",
-        "kilo",
-        "goose",
-    ]
+    assert [s.name for s in cfg.discover(fh.env)] == list(DISCOVERED)
     (fh.home / ".codex").mkdir()
     found = cfg.discover(fh.env)
     assert [(s.name, s.kind, s.why) for s in found][-3] == (
