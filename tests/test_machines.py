@@ -6,20 +6,17 @@ from __future__ import annotations
 
 import json
 import shutil
-import sqlite3
 from pathlib import Path
 
 import pytest
 import trio
 from helpers import eventually
 
-from memfs.adapter.keeper import Keeper
 from memfs.adapter.machines import MachineWatch
-from memfs.adapter.status import Stats
 from memfs.adapter.watch import Watcher
 from memfs.app import offline
-from memfs.disk import baselines, machines
 from memfs.disk import config as cfg
+from memfs.disk import machines
 from memfs.rules import names
 from memfs.rules.slug import claude_slug, rehome
 from memfs.view.project import Project
@@ -228,50 +225,3 @@ async def test_a_gemini_folder_that_arrives_while_serving_joins_its_project(
             nursery.cancel_scope.cancel()
     finally:
         watcher.close()
-
-
-async def test_what_arrives_while_serving_keeps_its_versions(tmp_path: Path) -> None:
-    """The keeper keeps another machine's folders from when they arrive (§7.2): a file
-    Syncthing then replaces keeps its version in the state folder, never in the source."""
-    env = env_of(tmp_path)
-    (tmp_path / "home" / ".claude" / "projects").mkdir(parents=True)
-    config = cfg.load(env)
-    watcher = Watcher(offline.listed(config), Recorder())
-    keeper = Keeper(config, Stats())
-    (machines.machines_dir(env) / "desktop").mkdir(parents=True)
-    machine_watch = MachineWatch(watcher, keeper)
-    theirs = "-home-al-src-shop"
-    try:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(watcher.run)
-            nursery.start_soon(keeper.run)
-            nursery.start_soon(machine_watch.run)
-            await eventually(lambda: keeper.stats.disk_swept, "the keeper's first pass")
-            receive(
-                env,
-                "desktop",
-                "claude",
-                "claude",
-                "/home/al",
-                {f"{theirs}/memory/t.md": "as it came\n"},
-            )
-            await eventually(lambda: machine_watch.added == 1, "the machine served")
-            memory = machines.machines_dir(env) / "desktop" / "claude" / theirs / "memory"
-            await eventually(lambda: keeper.stats.disk_changes == 0 and _baselines(config), "read")
-            (memory / ".syncthing.t.md.tmp").write_text("replaced\n")
-            (memory / ".syncthing.t.md.tmp").rename(memory / "t.md")
-            kept = baselines.kept_root(config.state_dir, "desktop-claude")
-            await eventually(
-                lambda: [p.read_text() for p in kept.rglob(".history/t.md/*")] == ["as it came\n"],
-                "the replaced version kept in the state folder",
-            )
-            nursery.cancel_scope.cancel()
-    finally:
-        watcher.close()
-        keeper.close()
-
-
-def _baselines(config: cfg.Config) -> bool:
-    """Whether the store holds a baseline of some file (what the keeper read)."""
-    with sqlite3.connect(config.state_dir / "memfs.db") as db:
-        return bool(db.execute("SELECT count(*) FROM files").fetchone()[0])

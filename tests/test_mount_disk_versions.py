@@ -6,15 +6,19 @@ copy); the read-only source stays byte-identical. Real mount (tier 3)."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import shutil
+import sqlite3
 import time
 from pathlib import Path
 
 import pytest
 from mounting import MOUNT_MARKS, Mount, Mounts, Sandbox, set_age, slug_of, wait_until
+
+from memfs.disk import machines
 
 pytestmark = MOUNT_MARKS
 
@@ -348,3 +352,47 @@ def test_user_level_memory_changed_on_disk_keeps_its_versions(
             15,
             what=f"global/{kind}'s kept {path} of {source}",
         )
+
+
+def test_another_machines_folder_arriving_while_mounted_keeps_its_versions(
+    sandbox: Sandbox, mounts: Mounts
+) -> None:
+    """A folder another machine shares (§12) arrives while mounted: served, and a file
+    Syncthing then replaces keeps its version, in the state folder (never in the folder),
+    journaled under the project as this machine names it (the homes mapped)."""
+    _mount(sandbox, mounts)
+    data = Path(sandbox.env["XDG_DATA_HOME"])
+    folder = machines.received_folder(data / "memfs" / "machines", "desk", "claude", "claude")
+    theirs = "-home-al-src-shop"
+    memory = folder / theirs / "memory"
+    memory.mkdir(parents=True)
+    (memory / "t.md").write_text("as it came\n")
+    set_age(memory / "t.md", 1)
+    machines.publish(folder, machines.Published("desk.example", "/home/al", "claude", "claude"))
+    ours = slug_of(sandbox.home / "src" / "shop")
+    wait_until(lambda: sandbox.mnt(ours, "t.md").exists(), 15, what="their file served")
+    # Read by the keeper's sweep of the new folder (what memfs never read it cannot keep).
+    wait_until(lambda: _read_by_keeper(sandbox, memory, "t.md"), 15, what="their file read")
+    temp = memory / ".syncthing.t.md.tmp"
+    temp.write_text("replaced\n")
+    temp.rename(memory / "t.md")
+    wait_until(
+        lambda: b"as it came\n" in _bodies_of(sandbox, ours, "desk-claude", "t.md").values(),
+        15,
+        what="their replaced version kept",
+    )
+    done = sandbox.memfs("log", "--json", "-n", "0", sandbox.mnt(ours))
+    assert done.returncode == 0, done.stderr
+    changes = json.loads(done.stdout)
+    assert [(c["project"], c["path"], c["way"]) for c in changes] == [(ours, "t.md", "disk")]
+    assert sorted(os.listdir(memory)) == ["t.md"]
+
+
+def _read_by_keeper(sandbox: Sandbox, folder: Path, path: str) -> bool:
+    """Whether the store holds what the keeper read of ``folder``'s ``path`` (its baseline)."""
+    with contextlib.closing(sqlite3.connect(sandbox.state_dir / "memfs.db")) as db:
+        row = db.execute(
+            "SELECT count(*) FROM files WHERE folder = ? AND path = ?",
+            (os.fsencode(folder), os.fsencode(path)),
+        ).fetchone()
+    return bool(row[0])

@@ -126,6 +126,8 @@ class Keeper:
                 continue
             spec = config.sources[i]
             slug = mapped if mapped is not None else slugs.canonical_slug(name)
+            if mapped is None and spec.their_home:  # another machine's (§12): as shown here
+                slug = slugs.rehome(slug, spec.their_home, str(config.home))
             folder = baselines.Folder(
                 spec.name, spec.root, (name, *spec.tail), spec.own, spec.memory_names
             )
