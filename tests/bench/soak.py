@@ -82,6 +82,7 @@ RSS_SLACK_KIB = 16 * 1024
 HUNG_GRACE = 30.0  # seconds a client may take to notice the end (a slow commit, a hung mount)
 PREAMBLE = "PREAMBLE.md"
 MEMORY = "MEMORY.md"
+HISTORY = ".history"  # where kept versions lie, in a source folder and the view
 
 # The names, and who changes them. Writers through the mount share SHARED; out-of-band
 # writers rename into RO_OOB (read-only source) and OWN_OOB (own source) on disk.
@@ -711,7 +712,11 @@ def check_disk(layout: Layout) -> list[str]:
         for path in sorted(p for p in folder.rglob("*") if p.is_file()):
             if _temporary(path.name):
                 problems.append(f"temporary file left on disk: {path}")
-            elif path.name != MEMORY and (problem := check_named(path.name, path.read_bytes())):
+                continue
+            # A kept version (`.history/<name>/<version>`, which memfs keeps of changes made
+            # on disk too, issue 37) is checked as the name it is a version of.
+            name = path.parent.name if HISTORY in path.relative_to(folder).parts else path.name
+            if name != MEMORY and (problem := check_named(name, path.read_bytes())):
                 problems.append(f"on disk {path}: {problem}")
     return problems
 
