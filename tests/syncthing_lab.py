@@ -18,9 +18,8 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
 
-from mounting import unavailable
+from mounting import ENV_DROPPED, Mount, Sandbox, unavailable
 
 STOP_DEADLINE = 10.0
 # Options set before the first start: nothing may leave loopback, nothing may phone home.
@@ -38,16 +37,34 @@ OPTIONS = {
 }
 
 
-class Instance(Protocol):
-    """What starting a Syncthing instance needs of a test's machine."""
+@dataclass
+class Machine:
+    """One test machine: its sandbox (HOME, XDG_*), its Syncthing and its mount. Where its
+    Syncthing keeps its config (`st_home`) is each test's."""
 
-    proc: subprocess.Popen[bytes] | None
+    name: str
+    box: Sandbox
+    port: int
+    device_id: str = ""
+    proc: subprocess.Popen[bytes] | None = None
+    mount: Mount | None = None
 
     @property
-    def st_home(self) -> Path: ...
+    def st_home(self) -> Path:
+        return self.box.base / "syncthing"
+
     @property
-    def log(self) -> Path: ...
-    def env(self) -> dict[str, str]: ...
+    def sock(self) -> Path:
+        return self.box.base / "st.sock"
+
+    @property
+    def log(self) -> Path:
+        return self.box.base / "syncthing.log"
+
+    def env(self) -> dict[str, str]:
+        env = {k: v for k, v in self.box.env.items() if k not in ENV_DROPPED}
+        env.update(STNODEFAULTFOLDER="1", STNOUPGRADE="1", STNORESTART="1", STMONITORED="1")
+        return env
 
 
 @dataclass
@@ -58,7 +75,7 @@ class Namespace:
     def ip(self, *args: str) -> None:
         subprocess.run(["ip", *args], capture_output=True, timeout=10, check=True)
 
-    def start(self, machine: Instance) -> None:
+    def start(self, machine: Machine) -> None:
         cmd = ["ip", "netns", "exec", self.name, "syncthing", "serve"]
         cmd += [f"--home={machine.st_home}", "--no-browser", "--no-restart", "--no-upgrade"]
         cmd += ["--logflags=0"]

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 import syncthing_lab as lab
-from mounting import ENV_DROPPED, Mount, Sandbox, SourceDef, require_fuse, wait_until
+from mounting import Mount, Sandbox, SourceDef, require_fuse, wait_until
 from syncthing_lab import Namespace, read, set_text
 
 from memfs.rules.slug import claude_slug
@@ -42,26 +42,11 @@ OPTIONS = lab.OPTIONS  # nothing may leave loopback, nothing may phone home
 
 
 @dataclass
-class Machine:
-    name: str
-    box: Sandbox
-    port: int
-    device_id: str = ""
-    proc: subprocess.Popen[bytes] | None = None
-    mount: Mount | None = None
-
+class Machine(lab.Machine):
     @property
     def st_home(self) -> Path:
         """Where `memfs sync` looks first: $XDG_STATE_HOME/syncthing."""
         return Path(self.box.env["XDG_STATE_HOME"]) / "syncthing"
-
-    @property
-    def sock(self) -> Path:
-        return self.box.base / "st.sock"
-
-    @property
-    def log(self) -> Path:
-        return self.box.base / "syncthing.log"
 
     @property
     def slug(self) -> str:
@@ -73,11 +58,6 @@ class Machine:
 
     def mnt(self, *parts: str) -> Path:
         return self.box.mnt(self.slug, *parts)
-
-    def env(self) -> dict[str, str]:
-        env = {k: v for k, v in self.box.env.items() if k not in ENV_DROPPED}
-        env.update(STNODEFAULTFOLDER="1", STNOUPGRADE="1", STNORESTART="1", STMONITORED="1")
-        return env
 
     def sync(self, *args: str) -> str:
         """`memfs sync ...` as the user runs it; fails the test on a non-zero exit."""

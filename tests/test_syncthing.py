@@ -38,7 +38,6 @@ from typing import Any
 import pytest
 import syncthing_lab as lab
 from mounting import (
-    ENV_DROPPED,
     Mount,
     Sandbox,
     SourceDef,
@@ -112,26 +111,7 @@ def rest(sock: Path, path: str, method: str = "GET", data: Any = None) -> Any:
 
 
 @dataclass
-class Machine:
-    name: str  # "a" or "b": the source name the other machine's memfs uses for it
-    box: Sandbox
-    port: int
-    device_id: str = ""
-    proc: subprocess.Popen[bytes] | None = None
-    mount: Mount | None = None
-
-    @property
-    def st_home(self) -> Path:
-        return self.box.base / "syncthing"
-
-    @property
-    def sock(self) -> Path:
-        return self.box.base / "st.sock"
-
-    @property
-    def log(self) -> Path:
-        return self.box.base / "syncthing.log"
-
+class Machine(lab.Machine):
     @property
     def own(self) -> Path:
         """Claude Code's projects/ folder: the own source's root, shared send-only."""
@@ -143,11 +123,6 @@ class Machine:
 
     def mnt(self, *parts: str) -> Path:
         return self.box.mnt(SLUG, *parts)
-
-    def env(self) -> dict[str, str]:
-        env = {k: v for k, v in self.box.env.items() if k not in ENV_DROPPED}
-        env.update(STNODEFAULTFOLDER="1", STNOUPGRADE="1", STNORESTART="1", STMONITORED="1")
-        return env
 
 
 def make_machine(base: Path, name: str, other: str, port: int) -> Machine:
