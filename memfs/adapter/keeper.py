@@ -319,6 +319,10 @@ class Keeper:
         jobs = [(self._kept[key], path) for key, path in batch if key in self._kept]
         again, seen, watched = await workers.run(self._looked, jobs)
         for key, added in watched:
+            if any(wd not in self._watched for wd, _ in added):
+                # Watched in that worker call, but known here only now: a change between
+                # the two had its event dropped, so the folder is swept once more.
+                self._schedule(key, SWEEP, 0)
             self._watching(key, added)
         self.stats.disk_changes += len(seen)
         self.stats.disk_versions += sum(bool(s.version) for s in seen)
